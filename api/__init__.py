@@ -1,0 +1,1 @@
+"""netsynth api package (built in later issues)."""

@@ -1,0 +1,1 @@
+"""netsynth's JAX core: network spec, layers, training, compression primitives and export."""

@@ -1,0 +1,1 @@
+"""netsynth store package (built in later issues)."""

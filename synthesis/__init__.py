@@ -1,0 +1,1 @@
+"""netsynth synthesis package (built in later issues)."""

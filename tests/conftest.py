@@ -1,0 +1,17 @@
+"""Test configuration shared by every package's tests.
+
+Two virtual CPU devices are set before JAX loads so that data-parallel code runs sharded in tests;
+JAX runs in a strict configuration (no implicit rank promotion), as in Equinox's test suite.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_enable_checks", False)

@@ -1,0 +1,1 @@
+"""netsynth workers package (built in later issues)."""
