@@ -36,11 +36,17 @@ DTYPES = ("float32", "int32")
 
 @dataclass(frozen=True)
 class InputSpec:
-    """The network's input: shape without the batch axis, element dtype and modality."""
+    """The network's input: shape without the batch axis, element dtype and modality.
+
+    Float inputs are first mapped to ``x * scale + offset`` inside the network, so that a model
+    (and its ONNX export) takes raw values, e.g. pixels 0-255 with ``scale = 1/255``.
+    """
 
     shape: tuple[int, ...]
     dtype: str = "float32"
     modality: str = "image"
+    scale: float = 1.0
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,8 @@ class Spec:
                 "shape": list(self.input.shape),
                 "dtype": self.input.dtype,
                 "modality": self.input.modality,
+                "scale": self.input.scale,
+                "offset": self.input.offset,
             },
             "nodes": nodes,
             "output": {"node": self.output, "num_classes": self.num_classes},
@@ -119,7 +127,7 @@ class Spec:
             raise SchemaError(f"unsupported spec version {version!r}; this netsynth reads {VERSION}")
         _only_keys(doc, {"format", "version", "name", "input", "nodes", "output"}, "spec")
         inp = _require(doc, "input", dict, "spec")
-        _only_keys(inp, {"shape", "dtype", "modality"}, "input")
+        _only_keys(inp, {"shape", "dtype", "modality", "scale", "offset"}, "input")
         shape = _require(inp, "shape", list, "input")
         if not shape or not all(_is_int(s) and s > 0 for s in shape):
             raise SchemaError(f"input.shape must be a non-empty list of positive ints, got {shape!r}")
@@ -129,6 +137,12 @@ class Spec:
             raise SchemaError(f"input.dtype must be one of {DTYPES}, got {dtype!r}")
         if modality not in MODALITIES:
             raise SchemaError(f"input.modality must be one of {MODALITIES}, got {modality!r}")
+        scale, offset = inp.get("scale", 1.0), inp.get("offset", 0.0)
+        for key, value in (("scale", scale), ("offset", offset)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+                raise SchemaError(f"input.{key} must be a finite number, got {value!r}")
+        if scale == 0:
+            raise SchemaError("input.scale must not be 0")
         raw_nodes = _require(doc, "nodes", list, "spec")
         nodes = tuple(_node_from_dict(i, n) for i, n in enumerate(raw_nodes))
         out = _require(doc, "output", dict, "spec")
@@ -140,7 +154,8 @@ class Spec:
         name = doc.get("name", "network")
         if not isinstance(name, str):
             raise SchemaError("'name' must be a string")
-        return cls(InputSpec(tuple(shape), dtype, modality), nodes, out_node, num_classes, name)
+        input_spec = InputSpec(tuple(shape), dtype, modality, float(scale), float(offset))
+        return cls(input_spec, nodes, out_node, num_classes, name)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Spec:
