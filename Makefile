@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,6 +29,7 @@ unit: install
 test: lint typecheck unit
 
 bench: install
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/core_throughput.py
 
 clean:
