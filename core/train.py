@@ -1,0 +1,397 @@
+"""Supervised training of a compiled network: AdamW, warm-up + cosine schedule, early stopping.
+
+:func:`train` runs epochs of jitted steps (data parallel over the local devices, see
+:mod:`core.parallel`), evaluates on the validation set after every epoch, keeps the weights of the
+best validation accuracy, and stops on completion, on stalled validation accuracy (``patience``)
+or before a wall-clock deadline would be overrun. With a :class:`~core.reparam.Reparam` the
+optimiser works on the *trainable* pytree (shared leaves as codebooks) and the loss sees
+``materialise(trainable, reparam)``; masked weights stay exactly zero.
+
+References: Loshchilov & Hutter, "Decoupled Weight Decay Regularization" (AdamW), 2019;
+Szegedy et al., "Rethinking the Inception Architecture" (label smoothing), 2016.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from core import parallel
+from core import reparam as rp
+from core.data import (
+    Dataset,
+    augment,
+    eval_batches,
+    prefetch_to_device,
+    steps_per_epoch,
+    train_batches,
+)
+from core.model import Model
+
+__all__ = [
+    "Progress",
+    "TrainConfig",
+    "TrainResult",
+    "TrainState",
+    "evaluate",
+    "make_optimizer",
+    "make_train_step",
+    "predict_proba",
+    "train",
+]
+
+STOP_REASONS = ("completed", "early_stopping", "deadline")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of a training run.
+
+    ``patience``: epochs without a new best validation accuracy before stopping (``None`` = never).
+    ``max_shift``/``flip``: image augmentation (random shifts of up to ``max_shift`` px, left-right
+    flips); ignored for other modalities. ``time_limit_s``: wall-clock budget of the whole call,
+    compilation included (``None`` = none). ``clip_norm``: global gradient-norm clipping (``None`` =
+    off). ``progress_every``: also report progress every that many steps (0 = once per epoch).
+    """
+
+    epochs: int = 30
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup_fraction: float = 0.05
+    label_smoothing: float = 0.1
+    max_shift: int = 0
+    flip: bool = False
+    patience: int | None = 5
+    seed: int = 0
+    time_limit_s: float | None = None
+    eval_batch_size: int = 1024
+    clip_norm: float | None = None
+    progress_every: int = 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "epochs": self.epochs >= 1,
+            "batch_size": self.batch_size >= 1,
+            "eval_batch_size": self.eval_batch_size >= 1,
+            "learning_rate": self.learning_rate > 0,
+            "weight_decay": self.weight_decay >= 0,
+            "warmup_fraction": 0 <= self.warmup_fraction < 1,
+            "label_smoothing": 0 <= self.label_smoothing < 1,
+            "max_shift": self.max_shift >= 0,
+            "patience": self.patience is None or self.patience >= 1,
+            "time_limit_s": self.time_limit_s is None or self.time_limit_s > 0,
+            "clip_norm": self.clip_norm is None or self.clip_norm > 0,
+            "progress_every": self.progress_every >= 0,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"TrainConfig: out-of-range value for {', '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report: epoch (1-based), global step, metrics so far, seconds since the start."""
+
+    epoch: int
+    step: int
+    metrics: dict[str, float]
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of :func:`train`.
+
+    ``variables`` are the best epoch's (materialised when a reparam was used, whose trainable
+    pytree is ``trainable``); ``history`` has one entry per evaluated epoch (a partial last epoch
+    when the deadline struck mid-epoch); ``best_metric`` is that epoch's validation accuracy.
+    """
+
+    variables: dict[str, Any]
+    history: tuple[dict[str, float], ...]
+    best_epoch: int
+    best_metric: float
+    stop_reason: str
+    elapsed_s: float
+    steps: int
+    trainable: Any = field(default=None)
+
+
+class TrainState(NamedTuple):
+    """What a train step carries: step count, trainable params, batch stats, optimiser state."""
+
+    step: jax.Array
+    params: Any
+    batch_stats: Any
+    opt_state: Any
+
+
+def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
+    """Return AdamW on a linear warm-up + cosine decay schedule over ``total_steps`` steps.
+
+    Weight decay applies to matrices and kernels (rank >= 2) only, not to biases, norm scales or
+    codebooks.
+    """
+    total = max(1, total_steps)
+    warmup = min(int(config.warmup_fraction * total), total - 1)
+    schedule = optax.warmup_cosine_decay_schedule(0.0, config.learning_rate, warmup, total)
+    adamw = optax.adamw(
+        schedule,
+        weight_decay=config.weight_decay,
+        mask=lambda params: jax.tree.map(lambda a: jnp.ndim(a) >= 2, params),
+    )
+    if config.clip_norm is None:
+        return adamw
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm), adamw)
+
+
+StepFn = Callable[[TrainState, jax.Array, jax.Array, jax.Array], tuple[TrainState, dict[str, Any]]]
+
+
+def make_train_step(
+    model: Model,
+    optimizer: optax.GradientTransformation,
+    config: TrainConfig,
+    reparam: rp.Reparam | None = None,
+    mesh: jax.sharding.Mesh | None = None,
+) -> StepFn:
+    """Return the jitted ``step(state, x, y, key) -> (state, {"loss", "accuracy"})``.
+
+    The step augments the batch (images only), computes the label-smoothed cross-entropy of
+    ``model.apply(train=True)``, applies the optimiser (then ``constrain`` under a reparam) and
+    donates ``state``. Its randomness is ``fold_in(key, state.step)``. With ``mesh``, ``state`` and
+    ``key`` are replicated and ``x``/``y`` split over the mesh's ``"data"`` axis.
+    """
+    num_classes, smoothing = model.spec.num_classes, config.label_smoothing
+    do_augment = model.spec.input.modality == "image" and (config.max_shift > 0 or config.flip)
+
+    def step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array,
+             r: rp.Reparam | None) -> tuple[TrainState, dict[str, Any]]:
+        k_aug, k_drop = jax.random.split(jax.random.fold_in(key, state.step))
+        if do_augment:
+            x = augment(x, k_aug, max_shift=config.max_shift, flip=config.flip)
+
+        def loss_fn(trainable: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
+            params = trainable if r is None else rp.materialise(trainable, r)
+            variables = {"params": params, "batch_stats": state.batch_stats}
+            logits, stats = model.apply(variables, x, train=True, key=k_drop)
+            targets = optax.smooth_labels(jax.nn.one_hot(y, num_classes), smoothing)
+            return optax.softmax_cross_entropy(logits, targets).mean(), (logits, stats)
+
+        (loss, (logits, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        if r is not None:
+            params = rp.constrain(params, r)
+        accuracy = jnp.mean((jnp.argmax(logits, axis=-1) == y).astype(jnp.float32))
+        new = TrainState(state.step + 1, params, stats, opt_state)
+        return new, {"loss": loss, "accuracy": accuracy}
+
+    if mesh is None:
+        jitted = jax.jit(step, donate_argnums=0)
+    else:
+        rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
+        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep), out_shardings=(rep, rep),
+                         donate_argnums=0)
+        reparam = parallel.replicate(reparam, mesh)
+
+    def run(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array
+            ) -> tuple[TrainState, dict[str, Any]]:
+        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam)
+        return out
+
+    return run
+
+
+def init_state(
+    model: Model, variables: dict[str, Any], optimizer: optax.GradientTransformation,
+    reparam: rp.Reparam | None,
+) -> TrainState:
+    """Return the initial train state (on the host/default device) for ``variables``."""
+    params = variables["params"]
+    if reparam is not None:
+        params = rp.trainable(params, reparam)
+    stats = variables.get("batch_stats", {})
+    return TrainState(jnp.zeros((), jnp.int32), params, stats, optimizer.init(params))
+
+
+def train(
+    model: Model,
+    data: Dataset,
+    config: TrainConfig,
+    *,
+    variables: dict[str, Any] | None = None,
+    reparam: rp.Reparam | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    devices: Sequence[jax.Device] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``data`` and return the best validation epoch's weights.
+
+    ``variables`` default to ``model.init(fold_in(key(seed), 0))``. ``devices`` default to every
+    local device; the batch size is rounded up to a multiple of their count. The same seed gives a
+    bit-identical result on the same devices.
+    """
+    start = time.perf_counter()
+    deadline = math.inf if config.time_limit_s is None else start + config.time_limit_s
+    mesh = parallel.data_mesh(devices)
+    root = jax.random.key(config.seed)
+    if variables is None:
+        variables = model.init(jax.random.fold_in(root, 0))
+    n = len(data.x_train)
+    batch = parallel.round_batch(min(config.batch_size, n), mesh)
+    per_epoch = steps_per_epoch(n, batch)
+    optimizer = make_optimizer(config, config.epochs * per_epoch)
+    state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
+    step_fn = make_train_step(model, optimizer, config, reparam, mesh)
+    key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
+    eval_batch = parallel.round_batch(min(config.eval_batch_size, len(data.x_val)), mesh)
+
+    history: list[dict[str, float]] = []
+    best: tuple[int, float, Any] | None = None  # (epoch, val accuracy, host copy of state parts)
+    steps, stop_reason, since_best = 0, "completed", 0
+    step_s, eval_s = 0.0, 0.0  # latest measured durations (a step includes its compilation once)
+
+    def elapsed() -> float:
+        return time.perf_counter() - start
+
+    for epoch in range(1, config.epochs + 1):
+        metrics: list[dict[str, Any]] = []
+        pending: dict[str, Any] | None = None
+        last_done = time.perf_counter()
+        batches = train_batches(data.x_train, data.y_train, batch, config.seed, epoch)
+        for x, y in prefetch_to_device(batches, mesh):
+            in_flight = 1 if pending is not None else 0
+            if time.perf_counter() + step_s * (1 + in_flight) + eval_s > deadline:
+                stop_reason = "deadline"
+                break
+            state, out = step_fn(state, x, y, key)
+            steps += 1
+            metrics.append(out)
+            if pending is not None:  # keep one step queued; time the one before it
+                _wait(pending)
+                now = time.perf_counter()
+                step_s, last_done = now - last_done, now
+            else:
+                _wait(out)
+                now = time.perf_counter()
+                step_s, last_done = max(step_s, now - last_done), now
+            pending = out
+            if on_progress and config.progress_every and steps % config.progress_every == 0:
+                on_progress(Progress(epoch, steps, _mean(metrics[-config.progress_every :]),
+                                     elapsed()))
+        if not metrics and best is not None:
+            break
+        t0 = time.perf_counter()
+        params = _materialised(state.params, reparam)
+        val = _evaluate(model, {"params": params, "batch_stats": state.batch_stats},
+                        data.x_val, data.y_val, eval_batch, mesh)
+        eval_s = time.perf_counter() - t0
+        record = {"epoch": float(epoch), "steps": float(len(metrics)),
+                  **{f"train_{k}": v for k, v in _mean(metrics).items()},
+                  **{f"val_{k}": v for k, v in val.items()}, "elapsed_s": elapsed()}
+        history.append(record)
+        if best is None or val["accuracy"] > best[1]:
+            best = (epoch, val["accuracy"], jax.device_get((state.params, state.batch_stats)))
+            since_best = 0
+        else:
+            since_best += 1
+        if on_progress:
+            on_progress(Progress(epoch, steps, record, elapsed()))
+        if stop_reason == "deadline":
+            break
+        if config.patience is not None and since_best >= config.patience:
+            stop_reason = "early_stopping" if epoch < config.epochs else "completed"
+            break
+
+    assert best is not None  # an epoch is always evaluated
+    best_epoch, best_acc, (trainable, stats) = best
+    trainable = jax.tree.map(jnp.asarray, trainable)
+    result_vars: dict[str, Any] = {"params": _materialised(trainable, reparam)}
+    if "batch_stats" in variables:
+        result_vars["batch_stats"] = jax.tree.map(jnp.asarray, stats)
+    return TrainResult(
+        variables=result_vars, history=tuple(history), best_epoch=best_epoch,
+        best_metric=float(best_acc), stop_reason=stop_reason, elapsed_s=elapsed(), steps=steps,
+        trainable=trainable if reparam is not None else None,
+    )
+
+
+def _materialised(params: Any, reparam: rp.Reparam | None) -> Any:
+    return params if reparam is None else rp.materialise(params, reparam)
+
+
+def _wait(tree: Any) -> None:
+    for leaf in jax.tree.leaves(tree):
+        leaf.block_until_ready()
+
+
+def _mean(metrics: list[dict[str, Any]]) -> dict[str, float]:
+    """Return the mean of each metric over a list of per-step device scalars (one transfer)."""
+    if not metrics:
+        return {"loss": math.nan, "accuracy": math.nan}
+    host = jax.device_get(metrics)
+    return {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+
+
+def evaluate(
+    model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, *,
+    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
+) -> dict[str, float]:
+    """Return ``{"loss", "accuracy"}`` of ``model`` on ``(x, y)`` in eval mode.
+
+    The loss is the plain (not label-smoothed) mean cross-entropy.
+    """
+    mesh = parallel.data_mesh(devices)
+    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
+    return _evaluate(model, variables, x, y, batch, mesh)
+
+
+def predict_proba(
+    model: Model, variables: dict[str, Any], x: np.ndarray, *,
+    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
+) -> np.ndarray:
+    """Return the class probabilities ``[N, num_classes]`` (float32) of ``model`` on ``x``."""
+    mesh = parallel.data_mesh(devices)
+    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
+    variables = jax.device_put(variables, parallel.replicated(mesh))
+    outs = [_proba_batch(model, variables, xb)
+            for xb, _, _ in prefetch_to_device(eval_batches(x, None, batch), mesh)]
+    if not outs:
+        return np.zeros((0, model.spec.num_classes), np.float32)
+    return np.concatenate(jax.device_get(outs))[: len(x)]
+
+
+def _evaluate(model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray,
+              batch: int, mesh: jax.sharding.Mesh) -> dict[str, float]:
+    if len(x) == 0:
+        return {"loss": math.nan, "accuracy": math.nan}
+    variables = jax.device_put(variables, parallel.replicated(mesh))
+    sums = [_eval_batch(model, variables, xb, yb, valid)
+            for xb, yb, valid in prefetch_to_device(eval_batches(x, y, batch), mesh)]
+    loss, correct = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
+    return {"loss": float(loss / len(x)), "accuracy": float(correct / len(x))}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _eval_batch(model: Model, variables: dict[str, Any], x: jax.Array, y: jax.Array,
+                valid: jax.Array) -> jax.Array:
+    logits, _ = model.apply(variables, x, train=False)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y)
+    correct = (jnp.argmax(logits, axis=-1) == y).astype(jnp.float32)
+    return jnp.stack([jnp.sum(loss * valid), jnp.sum(correct * valid)])
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _proba_batch(model: Model, variables: dict[str, Any], x: jax.Array) -> jax.Array:
+    logits, _ = model.apply(variables, x, train=False)
+    return jax.nn.softmax(logits, axis=-1)
