@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -57,7 +58,9 @@ def replicate(tree: T, mesh: Mesh) -> T:
     The result never aliases the input's buffers, so it may be donated to a jitted step without
     invalidating the caller's arrays.
     """
-    out: T = jax.device_put(tree, replicated(mesh), may_alias=False)
+    # An explicit copy first: ``device_put(..., may_alias=False)`` may still alias on CPU.
+    fresh = jax.tree.map(lambda a: jnp.array(a, copy=True), tree)
+    out: T = jax.device_put(fresh, replicated(mesh))
     return out
 
 

@@ -239,7 +239,8 @@ def train(
 
     ``variables`` default to ``model.init(fold_in(key(seed), 0))``. ``devices`` default to every
     local device; the batch size is rounded up to a multiple of their count. The same seed gives a
-    bit-identical result on the same devices.
+    bit-identical result on the same devices when no deadline cuts the run short (on GPU only with
+    ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, which the calling process must set).
     """
     start = time.perf_counter()
     deadline = math.inf if config.time_limit_s is None else start + config.time_limit_s
@@ -339,8 +340,8 @@ def _mean(metrics: list[dict[str, Any]]) -> dict[str, float]:
     """Return the mean of each metric over a list of per-step device scalars (one transfer)."""
     if not metrics:
         return {"loss": math.nan, "accuracy": math.nan}
-    host = jax.device_get(metrics)
-    return {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+    stacked = {k: jnp.stack([m[k] for m in metrics]) for k in metrics[0]}
+    return {k: float(np.mean(v)) for k, v in jax.device_get(stacked).items()}
 
 
 def evaluate(

@@ -1,0 +1,228 @@
+"""Training loop: early stopping, deadline, determinism, progress, reparam; input pipeline."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
+from core.model import build
+from core.reparam import Reparam
+from core.spec import Spec
+from core.train import Progress, TrainConfig, evaluate, predict_proba, train
+from core.tree import flatten
+
+
+def quadrant_data(n: int, seed: int, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
+    """6x6x1 images whose class (0-3) is the bright quadrant, plus Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, n).astype(np.int32)
+    x = rng.normal(0.0, noise, (n, 6, 6, 1)).astype(np.float32)
+    for cls, (r, c) in enumerate([(0, 0), (0, 3), (3, 0), (3, 3)]):
+        x[y == cls, r : r + 3, c : c + 3, :] += 1.0
+    return x, y
+
+
+def tiny_spec(batch_norm: bool = True, dropout: bool = False) -> Spec:
+    # No conv bias before batch norm: its gradient is exactly zero in theory, rounding noise in
+    # practice, which Adam would scale up to full-size (and device-count dependent) updates.
+    conv = {"filters": 4, "padding": "same", "use_bias": not batch_norm}
+    nodes: list[dict[str, object]] = [
+        {"id": "conv", "op": "conv2d", "inputs": ["input"], "params": conv},
+    ]
+    last = "conv"
+    if batch_norm:
+        nodes.append({"id": "bn", "op": "batch_norm", "inputs": [last]})
+        last = "bn"
+    nodes += [
+        {"id": "relu", "op": "activation", "inputs": [last]},
+        {"id": "flat", "op": "flatten", "inputs": ["relu"]},
+    ]
+    last = "flat"
+    if dropout:
+        nodes.append({"id": "drop", "op": "dropout", "inputs": [last], "params": {"rate": 0.3}})
+        last = "drop"
+    nodes.append({"id": "out", "op": "dense", "inputs": [last], "params": {"units": 4}})
+    return Spec.from_dict({
+        "input": {"shape": [6, 6, 1]}, "nodes": nodes, "output": {"node": "out", "num_classes": 4},
+    })
+
+
+@pytest.fixture(scope="module")
+def data() -> Dataset:
+    x, y = quadrant_data(160, seed=0)
+    xv, yv = quadrant_data(40, seed=1)
+    return Dataset(x, y, xv, yv)
+
+
+@pytest.fixture(scope="module")
+def early(data: Dataset) -> tuple[object, list[Progress]]:
+    """A run that reaches its best validation accuracy early and then stalls."""
+    reports: list[Progress] = []
+    model = build(tiny_spec())
+    config = TrainConfig(epochs=40, batch_size=32, learning_rate=0.02, patience=2, seed=0)
+    result = train(model, data, config, on_progress=reports.append)
+    return (model, result), reports
+
+
+def leaves(tree: object) -> list[np.ndarray]:
+    return [np.asarray(a) for a in jax.tree.leaves(tree)]
+
+
+def test_early_stopping_restores_the_best_epoch(early, data: Dataset) -> None:
+    (model, result), _ = early
+    accs = [h["val_accuracy"] for h in result.history]
+    assert result.stop_reason == "early_stopping"
+    assert len(result.history) < 40
+    assert len(result.history) == result.best_epoch + 2  # patience epochs after the best
+    assert result.best_metric == max(accs)
+    assert result.best_epoch == accs.index(max(accs)) + 1
+    final = evaluate(model, result.variables, data.x_val, data.y_val)
+    assert final["accuracy"] == result.best_metric
+    best_loss = result.history[result.best_epoch - 1]["val_loss"]
+    last_loss = result.history[-1]["val_loss"]
+    assert final["loss"] == pytest.approx(best_loss, rel=1e-5)
+    assert final["loss"] != pytest.approx(last_loss, rel=1e-5)  # not the last epoch's weights
+    assert set(result.variables) == {"params", "batch_stats"}
+
+
+def test_progress_reports_every_epoch_with_increasing_steps(early) -> None:
+    (_, result), reports = early
+    assert [p.epoch for p in reports] == list(range(1, len(result.history) + 1))
+    steps = [p.step for p in reports]
+    assert steps == sorted(set(steps)) and steps[-1] == result.steps
+    assert all("val_accuracy" in p.metrics and "train_loss" in p.metrics for p in reports)
+    assert all(a.elapsed_s <= b.elapsed_s for a, b in itertools.pairwise(reports))
+
+
+def test_progress_every_n_steps(data: Dataset) -> None:
+    reports: list[Progress] = []
+    config = TrainConfig(epochs=2, batch_size=32, patience=None, progress_every=2)
+    result = train(build(tiny_spec()), data, config, on_progress=reports.append)
+    steps = [p.step for p in reports]
+    assert steps == sorted(steps) and result.steps == 10
+    assert len(reports) == 5 + 2  # steps 2, 4, 6, 8, 10 and two epoch ends
+
+
+def test_deadline_stops_training(data: Dataset) -> None:
+    model = build(tiny_spec())
+    config = TrainConfig(epochs=50, batch_size=32, patience=None, time_limit_s=1e-3)
+    result = train(model, data, config)
+    assert result.stop_reason == "deadline"
+    assert len(result.history) < 50 and result.steps < 50 * 5
+    metrics = evaluate(model, result.variables, data.x_val, data.y_val)
+    assert metrics["accuracy"] == result.best_metric and np.isfinite(metrics["loss"])
+
+
+def test_same_seed_is_bit_identical_and_seeds_differ(data: Dataset) -> None:
+    model = build(tiny_spec(dropout=True))
+    config = TrainConfig(epochs=2, batch_size=32, patience=None, max_shift=1, flip=True, seed=3)
+    a = train(model, data, config)
+    b = train(model, data, config)
+    c = train(model, data, TrainConfig(**{**config.__dict__, "seed": 4}))
+    for x, y in zip(leaves(a.variables), leaves(b.variables), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    assert any(not np.array_equal(x, y)
+               for x, y in zip(leaves(a.variables), leaves(c.variables), strict=True))
+
+
+def test_data_parallel_matches_one_device(data: Dataset) -> None:
+    assert jax.local_device_count() == 2  # tests/conftest.py
+    model = build(tiny_spec(dropout=True))
+    config = TrainConfig(epochs=2, batch_size=32, patience=None, max_shift=1, flip=True)
+    one = train(model, data, config, devices=jax.local_devices()[:1])
+    two = train(model, data, config)
+    for x, y in zip(leaves(one.variables), leaves(two.variables), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_reparam_keeps_pruned_weights_zero_and_shared_weights_on_the_codebook(
+    data: Dataset,
+) -> None:
+    model = build(tiny_spec(batch_norm=False))
+    variables = model.init(jax.random.key(0))
+    kernel = np.asarray(variables["params"]["out"]["kernel"])
+    mask = (np.random.default_rng(0).random(kernel.shape) < 0.5).astype(np.float32)
+    conv = variables["params"]["conv"]["kernel"]
+    idx = np.random.default_rng(1).integers(0, 3, conv.shape).astype(np.int32)
+    reparam = Reparam(masks={"out/kernel": jnp.asarray(mask)},
+                      indices={"conv/kernel": jnp.asarray(idx)}, sizes={"conv/kernel": 3})
+    config = TrainConfig(epochs=2, batch_size=32, patience=None, weight_decay=0.1)
+    result = train(model, data, config, variables=variables, reparam=reparam)
+    trained = np.asarray(result.variables["params"]["out"]["kernel"])
+    assert np.all(trained[mask == 0] == 0.0)
+    assert not np.allclose(trained[mask == 1], kernel[mask == 1])  # the rest did train
+    codebook = np.asarray(result.trainable["conv"]["kernel"])
+    assert codebook.shape == (3,)
+    np.testing.assert_array_equal(np.asarray(result.variables["params"]["conv"]["kernel"]),
+                                  codebook[idx])
+    assert set(flatten(result.trainable)) == set(flatten(result.variables["params"]))
+    before = model.init(jax.random.key(0))  # the caller's variables survive buffer donation
+    for x, y in zip(leaves(variables), leaves(before), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_predict_proba_agrees_with_evaluate(early, data: Dataset) -> None:
+    (model, result), _ = early
+    x, y = data.x_val[:7], data.y_val[:7]  # 7 rows: padded batches on 2 devices
+    probs = predict_proba(model, result.variables, x, batch_size=4)
+    assert probs.shape == (7, 4)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    metrics = evaluate(model, result.variables, x, y, batch_size=4)
+    assert metrics["accuracy"] == pytest.approx(np.mean(probs.argmax(axis=1) == y))
+    expected_loss = -np.mean(np.log(probs[np.arange(7), y]))
+    assert metrics["loss"] == pytest.approx(expected_loss, rel=1e-4)
+
+
+def test_config_rejects_out_of_range_values() -> None:
+    with pytest.raises(ValueError, match="learning_rate"):
+        TrainConfig(learning_rate=0.0)
+    with pytest.raises(ValueError, match="patience"):
+        TrainConfig(patience=0)
+
+
+# --- input pipeline -------------------------------------------------------------------------
+
+
+def test_epoch_indices_cover_every_sample_and_wrap_the_last_batch() -> None:
+    idx = epoch_indices(10, 4, seed=0, epoch=1)
+    assert idx.shape == (3, 4)
+    assert set(idx.ravel()) == set(range(10))
+    np.testing.assert_array_equal(idx.ravel()[10:], idx.ravel()[:2])  # wrap-around padding
+    np.testing.assert_array_equal(idx, epoch_indices(10, 4, seed=0, epoch=1))
+    assert not np.array_equal(idx, epoch_indices(10, 4, seed=0, epoch=2))
+
+
+def test_eval_batches_pad_with_invalid_rows() -> None:
+    x = np.arange(5, dtype=np.float32)[:, None]
+    batches = list(eval_batches(x, np.arange(5), 2))
+    assert [b[0].shape for b in batches] == [(2, 1)] * 3
+    np.testing.assert_array_equal(np.concatenate([b[2] for b in batches]), [1, 1, 1, 1, 1, 0])
+
+
+def test_augment_keeps_shapes_and_flips_only_when_asked() -> None:
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(16, 5, 5, 2)), jnp.float32)
+    key = jax.random.key(0)
+    assert augment(x, key, max_shift=2, flip=True).shape == x.shape
+    np.testing.assert_array_equal(augment(x, key), x)  # nothing asked, nothing done
+    flipped = np.asarray(augment(x, key, flip=True))
+    mirrored = np.asarray(x)[:, :, ::-1, :]
+    same = np.all(flipped == np.asarray(x), axis=(1, 2, 3))
+    flips = np.all(flipped == mirrored, axis=(1, 2, 3))
+    assert np.all(same | flips) and flips.any() and same.any()
+    seq = jnp.ones((4, 7, 3))
+    np.testing.assert_array_equal(augment(seq, key, max_shift=2, flip=True), seq)  # not an image
+
+
+def test_random_shift_crops_an_edge_padded_image() -> None:
+    x = jnp.arange(2 * 4 * 4, dtype=jnp.float32).reshape(2, 4, 4, 1)
+    out = np.asarray(random_shift(x, jax.random.key(1), 1))
+    padded = np.pad(np.asarray(x), ((0, 0), (1, 1), (1, 1), (0, 0)), mode="edge")
+    for i in range(2):
+        crops = [padded[i, r : r + 4, c : c + 4] for r in range(3) for c in range(3)]
+        assert any(np.array_equal(out[i], crop) for crop in crops)
