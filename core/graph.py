@@ -10,7 +10,6 @@ from core.errors import (
     DanglingInputError,
     SchemaError,
     ShapeError,
-    SpecError,
     UnknownOpError,
 )
 from core.hparams import normalise

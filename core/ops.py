@@ -161,17 +161,17 @@ def _attention_params(p: dict[str, Any], t: list[TensorType]) -> ParamShapes:
 
 def _conv2d_macs(p: dict[str, Any], t: list[TensorType], o: TensorType) -> int:
     kh, kw = p["kernel_size"]
-    return o.shape[0] * o.shape[1] * kh * kw * t[0].shape[2] * p["filters"]
+    return int(o.shape[0] * o.shape[1] * kh * kw * t[0].shape[2] * p["filters"])
 
 
 def _depthwise_macs(p: dict[str, Any], t: list[TensorType], o: TensorType) -> int:
     kh, kw = p["kernel_size"]
-    return o.shape[0] * o.shape[1] * kh * kw * t[0].shape[2] * p["depth_multiplier"]
+    return int(o.shape[0] * o.shape[1] * kh * kw * t[0].shape[2] * p["depth_multiplier"])
 
 
 def _separable_macs(p: dict[str, Any], t: list[TensorType], o: TensorType) -> int:
     mid = t[0].shape[2] * p["depth_multiplier"]
-    return _depthwise_macs(p, t, o) + o.shape[0] * o.shape[1] * mid * p["filters"]
+    return _depthwise_macs(p, t, o) + int(o.shape[0] * o.shape[1] * mid * p["filters"])
 
 
 def _attention_macs(p: dict[str, Any], t: list[TensorType], o: TensorType) -> int:
@@ -180,14 +180,17 @@ def _attention_macs(p: dict[str, Any], t: list[TensorType], o: TensorType) -> in
 
 
 _CONV2D = {"kernel_size": HP("pair", 3, lo=1), "strides": HP("pair", 1, lo=1), "padding": PADDING, "use_bias": BIAS}
-_POOL2D = {"pool_size": HP("pair", 2, lo=1), "strides": HP("pair", None, lo=1), "padding": HP("choice", "valid", choices=("valid",))}
-_POOL1D = {"pool_size": HP("int", 2, lo=1), "strides": HP("int_or_none", None, lo=1), "padding": HP("choice", "valid", choices=("valid",))}
+_VALID = HP("choice", "valid", choices=("valid",))
+_POOL2D = {"pool_size": HP("pair", 2, lo=1), "strides": HP("pair", None, lo=1), "padding": _VALID}
+_POOL1D = {"pool_size": HP("int", 2, lo=1), "strides": HP("int_or_none", None, lo=1), "padding": _VALID}
+_UNIT = HP("float", 0.9, lo=0.0, hi=1.0, hi_open=True)
 _MANY = 64
 
 OPS: dict[str, OpDef] = {o.name: o for o in [
     OpDef("conv2d", {"filters": HP("int", lo=1), **_CONV2D},
           lambda p, t: _conv2d_out(p, t, p["filters"], "conv2d"),
-          params=lambda p, t: _conv_params((*p["kernel_size"], t[0].shape[2], p["filters"]), p["filters"], p["use_bias"]),
+          params=lambda p, t: _conv_params((*p["kernel_size"], t[0].shape[2], p["filters"]), p["filters"],
+                                           p["use_bias"]),
           macs=_conv2d_macs, doc="2-D convolution, channels-last"),
     OpDef("depthwise_conv2d", {"depth_multiplier": HP("int", 1, lo=1), **_CONV2D},
           lambda p, t: _conv2d_out(p, t, t[0].shape[-1] * p["depth_multiplier"], "depthwise_conv2d"),
@@ -203,8 +206,10 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
           macs=_separable_macs, doc="depthwise then 1x1 convolution"),
     OpDef("conv1d", {"filters": HP("int", lo=1), "kernel_size": HP("int", 3, lo=1), "strides": HP("int", 1, lo=1),
                      "padding": PADDING, "use_bias": BIAS}, _conv1d,
-          params=lambda p, t: _conv_params((p["kernel_size"], t[0].shape[1], p["filters"]), p["filters"], p["use_bias"]),
-          macs=lambda p, t, o: o.shape[0] * p["kernel_size"] * t[0].shape[1] * p["filters"], doc="1-D convolution over [L, C]"),
+          params=lambda p, t: _conv_params((p["kernel_size"], t[0].shape[1], p["filters"]), p["filters"],
+                                           p["use_bias"]),
+          macs=lambda p, t, o: o.shape[0] * p["kernel_size"] * t[0].shape[1] * p["filters"],
+          doc="1-D convolution over [L, C]"),
     OpDef("dense", {"units": HP("int", lo=1), "use_bias": BIAS}, _dense,
           params=lambda p, t: _conv_params((t[0].shape[-1], p["units"]), p["units"], p["use_bias"]),
           macs=lambda p, t, o: math.prod(t[0].shape) * p["units"], doc="fully connected, on the last axis"),
@@ -217,16 +222,21 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     OpDef("avg_pool1d", _POOL1D, _pool(1, "avg_pool1d"), doc="1-D average pooling"),
     OpDef("global_avg_pool", {}, _global_pool, doc="mean over all spatial axes"),
     OpDef("global_max_pool", {}, _global_pool, doc="max over all spatial axes"),
-    OpDef("batch_norm", {"momentum": HP("float", 0.9, lo=0.0, hi=1.0, hi_open=True), "epsilon": HP("float", 1e-5, lo=1e-12)},
+    OpDef("batch_norm", {"momentum": _UNIT, "epsilon": HP("float", 1e-5, lo=1e-12)},
           _same, params=lambda p, t: {"scale": (t[0].shape[-1],), "bias": (t[0].shape[-1],)},
-          state=lambda p, t: {"mean": (t[0].shape[-1],), "var": (t[0].shape[-1],)}, doc="batch normalisation, last axis"),
+          state=lambda p, t: {"mean": (t[0].shape[-1],), "var": (t[0].shape[-1],)},
+          doc="batch normalisation, last axis"),
     OpDef("layer_norm", {"epsilon": HP("float", 1e-6, lo=1e-12)}, _same,
-          params=lambda p, t: {"scale": (t[0].shape[-1],), "bias": (t[0].shape[-1],)}, doc="layer normalisation, last axis"),
-    OpDef("activation", {"fn": HP("choice", "relu", choices=ACTIVATIONS)}, _same, doc="element-wise non-linearity"),
-    OpDef("dropout", {"rate": HP("float", 0.5, lo=0.0, hi=1.0, hi_open=True)}, _same, doc="dropout (training only)"),
+          params=lambda p, t: {"scale": (t[0].shape[-1],), "bias": (t[0].shape[-1],)},
+          doc="layer normalisation, last axis"),
+    OpDef("activation", {"fn": HP("choice", "relu", choices=ACTIVATIONS)}, _same,
+          doc="element-wise non-linearity"),
+    OpDef("dropout", {"rate": HP("float", 0.5, lo=0.0, hi=1.0, hi_open=True)}, _same,
+          doc="dropout (training only)"),
     OpDef("flatten", {}, _flatten, doc="flatten to a vector"),
     OpDef("add", {}, _add, min_inputs=2, max_inputs=_MANY, doc="element-wise sum (residual connection)"),
-    OpDef("concat", {}, _concat, min_inputs=2, max_inputs=_MANY, doc="concatenate on the last axis (dense connectivity)"),
+    OpDef("concat", {}, _concat, min_inputs=2, max_inputs=_MANY,
+          doc="concatenate on the last axis (dense connectivity)"),
     OpDef("self_attention", {"num_heads": HP("int", lo=1)}, _attention, params=_attention_params,
           macs=_attention_macs, doc="multi-head self-attention over [L, D]"),
     OpDef("position_embedding", {}, _positional, params=lambda p, t: {"embedding": t[0].shape},

@@ -33,7 +33,7 @@ def test_shape_inference_through_the_reference_cnn() -> None:
     assert graph.types["pool2"].shape == (5, 5, 64)
     assert graph.types["flat"].shape == (1600,)
     assert graph.output_type.shape == (10,)
-    assert [n.id for n in graph.order][0] == "conv1"
+    assert graph.order[0].id == "conv1"
 
 
 def test_defaults_are_filled_in() -> None:
