@@ -28,7 +28,7 @@ from core import tree
 from core.errors import CheckpointError, SpecError
 from core.graph import Graph, validate
 from core.ops import OPS
-from core.reparam import Reparam
+from core.reparam import Reparam, materialise
 from core.spec import Spec
 
 FORMAT = "netsynth.checkpoint"
@@ -109,7 +109,8 @@ def _shared(path: str, params: dict[str, np.ndarray], indices: Any, reparam: Rep
     out = {f"indices/{path}": idx.astype(_index_dtype(k))}
     mask = np.asarray(reparam.masks[path]) if path in reparam.masks else None
     codebook = _codebook(dense, idx, k, mask)
-    if np.array_equal(_materialise(codebook, idx, mask, dense.dtype), dense):
+    rebuilt = _materialise(path, codebook, idx, mask, k)
+    if rebuilt.dtype == dense.dtype and rebuilt.tobytes() == dense.tobytes():
         out[f"codebook/{path}"] = codebook
         del params[path]
     return out
@@ -123,13 +124,12 @@ def _codebook(dense: np.ndarray, idx: np.ndarray, k: int, mask: np.ndarray | Non
     return codebook
 
 
-def _materialise(codebook: np.ndarray, idx: np.ndarray, mask: np.ndarray | None,
-                 dtype: np.dtype[Any]) -> np.ndarray:
-    """Return the dense leaf ``codebook[idx] * mask`` (as :func:`core.reparam.materialise` does)."""
-    dense = codebook[idx.astype(np.int64)]
-    if mask is not None:
-        dense = dense * np.asarray(mask).astype(dense.dtype)
-    return dense.astype(dtype, copy=False)
+def _materialise(path: str, codebook: np.ndarray, idx: np.ndarray, mask: np.ndarray | None,
+                 k: int) -> np.ndarray:
+    """Return the dense leaf as training sees it: :func:`core.reparam.materialise`."""
+    masks = {} if mask is None else {path: jnp.asarray(mask)}
+    one = Reparam(masks, {path: jnp.asarray(idx.astype(np.int32))}, {path: k})
+    return np.asarray(materialise({path: jnp.asarray(codebook)}, one)[path])
 
 
 def _index_dtype(k: int) -> type[np.unsignedinteger[Any]]:
@@ -199,7 +199,7 @@ def _rebuild(path: str, codebook: np.ndarray, idx: np.ndarray, mask: np.ndarray 
     if mask is not None and mask.shape != idx.shape:
         raise CheckpointError(f"mask of '{path}' has shape {list(mask.shape)}, "
                               f"expected {list(idx.shape)}")
-    return _materialise(codebook, idx, mask, codebook.dtype)
+    return _materialise(path, codebook, idx, mask, k)
 
 
 def _metadata(data: bytes) -> dict[str, str]:

@@ -102,7 +102,7 @@ def _dense_variables(graph: Graph, variables: dict[str, Any], reparam: Reparam |
     for path, mask in (reparam.masks.items() if reparam is not None else ()):
         if path not in flat or np.shape(mask) != flat[path].shape:
             raise CheckpointError(f"mask '{path}' does not fit a parameter of the model")
-        flat[path] = flat[path] * np.asarray(mask, np.float32)
+        flat[path] = np.where(np.asarray(mask) != 0, flat[path], np.float32(0))
     stats = {p: np.asarray(a, np.float32)
              for p, a in tree.flatten(variables.get("batch_stats", {})).items()}
     return tree.unflatten(flat), tree.unflatten(stats)

@@ -7,6 +7,7 @@ import os
 import struct
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -24,7 +25,14 @@ from core.checkpoint import (
 )
 from core.errors import CheckpointError
 from core.graph import validate
-from core.reparam import Reparam
+from core.reparam import (
+    Reparam,
+    mask_top_n_incoming,
+    materialise,
+    share,
+    trainable,
+    with_masks,
+)
 from core.spec import Spec
 
 
@@ -68,7 +76,7 @@ def compressed(seed: int = 0) -> tuple[Spec, dict[str, Any], Reparam]:
         dense = rng.normal(size=k).astype(np.float32)[indices[path]]
         if pruned:
             masks[path] = (rng.random(shape) > 0.4).astype(np.float32)
-            dense = dense * masks[path]
+            dense = np.where(masks[path] != 0, dense, np.float32(0))  # as reparam.materialise
         params[path] = dense
     variables["params"] = tree.unflatten(params)
     return spec, variables, Reparam(masks, indices, sizes)
@@ -135,6 +143,21 @@ def test_shared_leaves_are_stored_as_codebook_and_small_indices():
     assert stored["indices/logits/kernel"].dtype == np.uint16  # 300 codebook entries
     assert stored["masks/conv/kernel"].dtype == np.uint8
     assert "params/conv/kernel" in stored and "batch_stats/bn/var" in stored
+
+
+def test_round_trip_of_parameters_compressed_by_core_reparam():
+    spec = small_spec()
+    variables = random_variables(spec, seed=3)
+    params = variables["params"]
+    reparam = with_masks(Reparam(), {"fc/kernel": mask_top_n_incoming(params["fc"]["kernel"], 2),
+                                     "conv/kernel": mask_top_n_incoming(params["conv"]["kernel"], 5)})
+    reparam = share(params, reparam, ["fc/kernel", "logits/kernel"], k=4, iters=5)
+    variables["params"] = jax.tree.map(np.asarray, materialise(trainable(params, reparam), reparam))
+    data = to_bytes(spec, variables, reparam)
+    stored = safetensors.numpy.load(data)
+    assert {"codebook/fc/kernel", "codebook/logits/kernel"} <= set(stored)
+    assert "params/fc/kernel" not in stored
+    assert_same_checkpoint(from_bytes(data), spec, variables, reparam)
 
 
 def test_shared_leaf_that_disagrees_with_its_indices_is_kept_dense():

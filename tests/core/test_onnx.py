@@ -19,7 +19,7 @@ from core.model import Model, build
 from core.onnx_export import MAX_OPSET, export_onnx, to_onnx_bytes
 from core.onnx_run import OnnxClassifier
 from core.ops import ACTIVATIONS, OPS
-from core.reparam import Reparam
+from core.reparam import Reparam, materialise, trainable
 from core.spec import Spec
 
 TOL = 1e-4
@@ -271,7 +271,7 @@ def compressed(spec: Spec, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any
                              "fc/kernel": jnp.asarray(fc_mask)},
                       indices={"fc/kernel": jnp.asarray(fc_idx)}, sizes={"fc/kernel": 4})
     dense = {**params, "fc/kernel": codebook[fc_idx]}
-    materialised = {**dense, "c1/kernel": conv * conv_mask, "fc/kernel": codebook[fc_idx] * fc_mask}
+    materialised = {**tree.flatten(materialise(trainable(dense, reparam), reparam))}
     return ({**variables, "params": tree.unflatten(dense)},
             {**variables, "params": tree.unflatten(materialised)}, reparam)
 
