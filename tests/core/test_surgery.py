@@ -173,6 +173,20 @@ def test_conv1d_pool_flatten() -> None:
     check_exact(spec, variables, "c1", [0, 1, 3, 4, 5])
 
 
+def test_sequence_through_position_embedding() -> None:
+    spec = make_spec([5, 3], [
+        n("d", "dense", ["input"], units=6),
+        n("pos", "position_embedding", ["d"]),
+        n("c", "conv1d", ["pos"], filters=4),
+        n("gap", "global_avg_pool", ["c"]),
+        n("logits", "dense", ["gap"], units=3),
+    ])
+    zeroed = zero_units(spec, random_variables(spec), "d", [1, 2])
+    assert not np.any(zeroed["params"]["pos"]["embedding"][:, 1:3])
+    _, new_vars = check_exact(spec, zeroed, "d", [0, 3, 4, 5])
+    assert new_vars["params"]["pos"]["embedding"].shape == (5, 4)
+
+
 def test_concat_offsets_channels() -> None:
     spec = make_spec([6, 6, 3], [
         n("a", "conv2d", ["input"], filters=4),
