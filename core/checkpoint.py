@@ -142,6 +142,7 @@ def _index_dtype(k: int) -> type[np.unsignedinteger[Any]]:
 def from_bytes(data: bytes) -> Checkpoint:
     """Read bytes written by :func:`to_bytes`; :class:`CheckpointError` when they are unusable."""
     metadata = _metadata(data)
+    data = bytes(data)
     try:
         tensors: dict[str, np.ndarray] = dict(safetensors.numpy.load(data))
     except Exception as exc:  # safetensors raises its own error type for corrupt payloads

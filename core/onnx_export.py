@@ -23,6 +23,7 @@ from core.checkpoint import variable_shapes
 from core.errors import CheckpointError
 from core.graph import Graph, validate
 from core.onnx_ops import CONVERTERS, Builder
+from core.onnx_run import INPUT_NAME, LOGITS, PROBABILITIES
 from core.reparam import Reparam
 from core.spec import INPUT, Spec
 
@@ -31,7 +32,6 @@ DEFAULT_OPSET = 17
 MAX_OPSET = 22
 """Opsets the exporter supports; onnxruntime 1.31 runs all of them."""
 
-INPUT_NAME, LOGITS, PROBABILITIES = "input", "logits", "probabilities"
 BATCH = "batch"
 SPEC_KEY = "netsynth.spec"
 """Key of the model metadata entry that holds the spec JSON."""

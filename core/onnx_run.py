@@ -5,7 +5,8 @@ Example::
     clf = OnnxClassifier("model.onnx")
     proba = clf.predict_proba(image_uint8)     # [1, num_classes]; batches work too
 
-Reference: onnxruntime Python API, https://onnxruntime.ai/docs/api/python/.
+Needs only numpy and onnxruntime (no JAX). Reference: onnxruntime Python API,
+https://onnxruntime.ai/docs/api/python/.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from core.onnx_export import INPUT_NAME, PROBABILITIES
+INPUT_NAME, LOGITS, PROBABILITIES = "input", "logits", "probabilities"
+"""Tensor names of an exported network's input and outputs (see :mod:`core.onnx_export`)."""
 
 _INT32 = np.iinfo(np.int32)
 

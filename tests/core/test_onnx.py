@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -332,3 +335,8 @@ def test_classifier_casts_token_ids():
                                atol=1e-5)
     with pytest.raises(ValueError, match="integers"):
         clf.predict_proba(ids + 0.5)
+
+
+def test_runner_needs_no_jax():
+    code = "import sys, core.onnx_run; assert 'jax' not in sys.modules, 'jax imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
