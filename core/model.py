@@ -176,7 +176,8 @@ class Model:
 
         ``"batch_stats"`` is present only when the network has batch_norm; ``"params"`` always.
         """
-        variables = self.module.init({"params": key}, self.example_input(), train=False)
+        init = jax.jit(lambda k, x: self.module.init({"params": k}, x, train=False))
+        variables = init(key, self.example_input())
         out: Variables = {"params": dict(variables.get("params", {}))}
         if self.has_batch_stats:
             out["batch_stats"] = dict(variables["batch_stats"])
