@@ -116,7 +116,7 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
         d = x.shape[-1]
         return _call(nn.MultiHeadDotProductAttention(p["num_heads"], dtype=dtype, qkv_features=d,
                                                      out_features=d, deterministic=True,
-                                                     name=name), x)
+                                                     force_fp32_for_softmax=True, name=name), x)
     if op == "position_embedding":
         return PositionEmbedding(dtype=dtype, name=name)(x)
     raise NotImplementedError(f"op '{op}' has no Flax implementation")  # pragma: no cover

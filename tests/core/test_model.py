@@ -298,12 +298,23 @@ def _mixed_spec() -> Spec:
     return _spec(IMAGE, nodes, "dr")
 
 
-def test_bfloat16_compute_runs_and_stays_close_to_float32() -> None:
-    spec = _mixed_spec()
+def _text_spec() -> Spec:
+    """Embedding, position embedding, layer norm, attention, conv1d and pooling on token ids."""
+    nodes = [
+        _n("e", "embedding", vocab_size=5, dim=4), _n("p", "position_embedding", ("e",)),
+        _n("ln", "layer_norm", ("p",)), _n("at", "self_attention", ("ln",), num_heads=2),
+        _n("c", "conv1d", ("at",), filters=4), _n("op", "avg_pool1d", ("c",)),
+    ]
+    return _spec(TEXT, nodes, "op")
+
+
+@pytest.mark.parametrize("make", [_mixed_spec, _text_spec])
+def test_bfloat16_compute_runs_and_stays_close_to_float32(make: Any) -> None:
+    spec = make()
     f32, bf16 = build(spec, compute_dtype=jnp.float32), build(spec, compute_dtype=jnp.bfloat16)
     variables = f32.init(jax.random.key(0))
     assert jax.tree.all(jax.tree.map(lambda a: a.dtype == jnp.float32, bf16.init(jax.random.key(0))))
-    x = _inputs(IMAGE)
+    x = _inputs(spec.input)
     ref, _ = jax.jit(f32.apply)(variables, x)
     out, stats = jax.jit(lambda v, x: bf16.apply(v, x, train=True, key=jax.random.key(0)))(
         variables, x)
