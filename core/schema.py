@@ -14,7 +14,7 @@ from typing import Any
 
 from core.hparams import REQUIRED
 from core.ops import OPS
-from core.spec import DTYPES, FORMAT, INPUT, MODALITIES, VERSION
+from core.spec import DTYPES, FORMAT, ID_PATTERN, INPUT, MODALITIES, VERSION
 
 SCHEMA_ID = "https://netsynth.dev/schemas/spec-v1.json"
 
@@ -34,7 +34,7 @@ def _node_schema(op: str) -> dict[str, Any]:
         "type": "object",
         "description": definition.doc,
         "properties": {
-            "id": {"type": "string", "minLength": 1, "not": {"const": INPUT}},
+            "id": {"type": "string", "pattern": ID_PATTERN, "not": {"const": INPUT}},
             "op": {"const": op},
             "inputs": inputs,
             "params": params,

@@ -20,6 +20,7 @@ graph and infers shapes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +31,8 @@ VERSION = 1
 INPUT = "input"
 """The reserved name by which nodes read the network's input."""
 
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+"""Node ids: letters, digits, '_', '.', '-' (no '/', which separates flat parameter paths)."""
 MODALITIES = ("image", "text", "tabular")
 DTYPES = ("float32", "int32")
 
@@ -173,8 +176,9 @@ def _node_from_dict(index: int, raw: Any) -> Node:
         raise SchemaError(f"{where} must be an object")
     _only_keys(raw, {"id", "op", "inputs", "params"}, where)
     node_id = _require(raw, "id", str, where)
-    if not node_id or node_id == INPUT:
-        raise SchemaError(f"{where}.id must be a non-empty string other than '{INPUT}'", node_id)
+    if node_id == INPUT or not re.fullmatch(ID_PATTERN, node_id):
+        raise SchemaError(f"{where}.id must match {ID_PATTERN} and not be '{INPUT}', got {node_id!r}",
+                          node_id or None)
     op = _require(raw, "op", str, where)
     inputs = _require(raw, "inputs", list, where)
     if not all(isinstance(i, str) for i in inputs):
