@@ -14,4 +14,3 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
-jax.config.update("jax_enable_checks", False)
