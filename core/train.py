@@ -13,11 +13,9 @@ Szegedy et al., "Rethinking the Inception Architecture" (label smoothing), 2016.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import jax
@@ -30,12 +28,13 @@ from core import reparam as rp
 from core.data import (
     Dataset,
     augment,
-    eval_batches,
     prefetch_to_device,
     steps_per_epoch,
     train_batches,
 )
+from core.evaluate import evaluate, evaluate_on_mesh, predict_proba
 from core.model import Model
+from core.train_config import Progress, TrainConfig, TrainResult
 
 __all__ = [
     "Progress",
@@ -48,84 +47,6 @@ __all__ = [
     "predict_proba",
     "train",
 ]
-
-STOP_REASONS = ("completed", "early_stopping", "deadline")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters of a training run.
-
-    ``patience``: epochs without a new best validation accuracy before stopping (``None`` = never).
-    ``max_shift``/``flip``: image augmentation (random shifts of up to ``max_shift`` px, left-right
-    flips); ignored for other modalities. ``time_limit_s``: wall-clock budget of the whole call,
-    compilation included (``None`` = none). ``clip_norm``: global gradient-norm clipping (``None`` =
-    off). ``progress_every``: also report progress every that many steps (0 = once per epoch).
-    """
-
-    epochs: int = 30
-    batch_size: int = 128
-    learning_rate: float = 1e-3
-    weight_decay: float = 1e-4
-    warmup_fraction: float = 0.05
-    label_smoothing: float = 0.1
-    max_shift: int = 0
-    flip: bool = False
-    patience: int | None = 5
-    seed: int = 0
-    time_limit_s: float | None = None
-    eval_batch_size: int = 1024
-    clip_norm: float | None = None
-    progress_every: int = 0
-
-    def __post_init__(self) -> None:
-        checks = {
-            "epochs": self.epochs >= 1,
-            "batch_size": self.batch_size >= 1,
-            "eval_batch_size": self.eval_batch_size >= 1,
-            "learning_rate": self.learning_rate > 0,
-            "weight_decay": self.weight_decay >= 0,
-            "warmup_fraction": 0 <= self.warmup_fraction < 1,
-            "label_smoothing": 0 <= self.label_smoothing < 1,
-            "max_shift": self.max_shift >= 0,
-            "patience": self.patience is None or self.patience >= 1,
-            "time_limit_s": self.time_limit_s is None or self.time_limit_s > 0,
-            "clip_norm": self.clip_norm is None or self.clip_norm > 0,
-            "progress_every": self.progress_every >= 0,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"TrainConfig: out-of-range value for {', '.join(bad)}")
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A progress report: epoch (1-based), global step, metrics so far, seconds since the start."""
-
-    epoch: int
-    step: int
-    metrics: dict[str, float]
-    elapsed_s: float
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """Outcome of :func:`train`.
-
-    ``variables`` are the best epoch's (materialised when a reparam was used, whose trainable
-    pytree is ``trainable``); ``history`` has one entry per evaluated epoch (a partial last epoch
-    when the deadline struck mid-epoch); ``best_metric`` is that epoch's validation accuracy.
-    """
-
-    variables: dict[str, Any]
-    history: tuple[dict[str, float], ...]
-    best_epoch: int
-    best_metric: float
-    stop_reason: str
-    elapsed_s: float
-    steps: int
-    trainable: Any = field(default=None)
-
 
 class TrainState(NamedTuple):
     """What a train step carries: step count, trainable params, batch stats, optimiser state."""
@@ -294,7 +215,7 @@ def train(
             break
         t0 = time.perf_counter()
         params = _materialised(state.params, reparam)
-        val = _evaluate(model, {"params": params, "batch_stats": state.batch_stats},
+        val = evaluate_on_mesh(model, {"params": params, "batch_stats": state.batch_stats},
                         data.x_val, data.y_val, eval_batch, mesh)
         eval_s = time.perf_counter() - t0
         record = {"epoch": float(epoch), "steps": float(len(metrics)),
@@ -342,57 +263,3 @@ def _mean(metrics: list[dict[str, Any]]) -> dict[str, float]:
         return {"loss": math.nan, "accuracy": math.nan}
     stacked = {k: jnp.stack([m[k] for m in metrics]) for k in metrics[0]}
     return {k: float(np.mean(v)) for k, v in jax.device_get(stacked).items()}
-
-
-def evaluate(
-    model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, *,
-    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
-) -> dict[str, float]:
-    """Return ``{"loss", "accuracy"}`` of ``model`` on ``(x, y)`` in eval mode.
-
-    The loss is the plain (not label-smoothed) mean cross-entropy.
-    """
-    mesh = parallel.data_mesh(devices)
-    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
-    return _evaluate(model, variables, x, y, batch, mesh)
-
-
-def predict_proba(
-    model: Model, variables: dict[str, Any], x: np.ndarray, *,
-    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
-) -> np.ndarray:
-    """Return the class probabilities ``[N, num_classes]`` (float32) of ``model`` on ``x``."""
-    mesh = parallel.data_mesh(devices)
-    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
-    variables = jax.device_put(variables, parallel.replicated(mesh))
-    outs = [_proba_batch(model, variables, xb)
-            for xb, _, _ in prefetch_to_device(eval_batches(x, None, batch), mesh)]
-    if not outs:
-        return np.zeros((0, model.spec.num_classes), np.float32)
-    return np.concatenate(jax.device_get(outs))[: len(x)]
-
-
-def _evaluate(model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray,
-              batch: int, mesh: jax.sharding.Mesh) -> dict[str, float]:
-    if len(x) == 0:
-        return {"loss": math.nan, "accuracy": math.nan}
-    variables = jax.device_put(variables, parallel.replicated(mesh))
-    sums = [_eval_batch(model, variables, xb, yb, valid)
-            for xb, yb, valid in prefetch_to_device(eval_batches(x, y, batch), mesh)]
-    loss, correct = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
-    return {"loss": float(loss / len(x)), "accuracy": float(correct / len(x))}
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _eval_batch(model: Model, variables: dict[str, Any], x: jax.Array, y: jax.Array,
-                valid: jax.Array) -> jax.Array:
-    logits, _ = model.apply(variables, x, train=False)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, y)
-    correct = (jnp.argmax(logits, axis=-1) == y).astype(jnp.float32)
-    return jnp.stack([jnp.sum(loss * valid), jnp.sum(correct * valid)])
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _proba_batch(model: Model, variables: dict[str, Any], x: jax.Array) -> jax.Array:
-    logits, _ = model.apply(variables, x, train=False)
-    return jax.nn.softmax(logits, axis=-1)

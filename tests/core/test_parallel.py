@@ -11,7 +11,7 @@ from core import parallel
 from core.data import prefetch_to_device, train_batches
 from core.model import build
 from core.train import evaluate, predict_proba
-from tests.core.test_train import quadrant_data, tiny_spec
+from tests.core.specs import quadrant_data, tiny_spec
 
 
 def test_mesh_spans_every_local_device_or_the_given_ones() -> None:

@@ -12,44 +12,9 @@ import pytest
 from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
 from core.model import build
 from core.reparam import Reparam
-from core.spec import Spec
 from core.train import Progress, TrainConfig, evaluate, predict_proba, train
 from core.tree import flatten
-
-
-def quadrant_data(n: int, seed: int, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
-    """6x6x1 images whose class (0-3) is the bright quadrant, plus Gaussian noise."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 4, n).astype(np.int32)
-    x = rng.normal(0.0, noise, (n, 6, 6, 1)).astype(np.float32)
-    for cls, (r, c) in enumerate([(0, 0), (0, 3), (3, 0), (3, 3)]):
-        x[y == cls, r : r + 3, c : c + 3, :] += 1.0
-    return x, y
-
-
-def tiny_spec(batch_norm: bool = True, dropout: bool = False) -> Spec:
-    # No conv bias before batch norm: its gradient is exactly zero in theory, rounding noise in
-    # practice, which Adam would scale up to full-size (and device-count dependent) updates.
-    conv = {"filters": 4, "padding": "same", "use_bias": not batch_norm}
-    nodes: list[dict[str, object]] = [
-        {"id": "conv", "op": "conv2d", "inputs": ["input"], "params": conv},
-    ]
-    last = "conv"
-    if batch_norm:
-        nodes.append({"id": "bn", "op": "batch_norm", "inputs": [last]})
-        last = "bn"
-    nodes += [
-        {"id": "relu", "op": "activation", "inputs": [last]},
-        {"id": "flat", "op": "flatten", "inputs": ["relu"]},
-    ]
-    last = "flat"
-    if dropout:
-        nodes.append({"id": "drop", "op": "dropout", "inputs": [last], "params": {"rate": 0.3}})
-        last = "drop"
-    nodes.append({"id": "out", "op": "dense", "inputs": [last], "params": {"units": 4}})
-    return Spec.from_dict({
-        "input": {"shape": [6, 6, 1]}, "nodes": nodes, "output": {"node": "out", "num_classes": 4},
-    })
+from tests.core.specs import quadrant_data, tiny_spec
 
 
 @pytest.fixture(scope="module")

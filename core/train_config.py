@@ -1,0 +1,83 @@
+"""The settings and results of a training run (:func:`core.train.train`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STOP_REASONS = ("completed", "early_stopping", "deadline")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of a training run.
+
+    ``patience``: epochs without a new best validation accuracy before stopping (``None`` = never).
+    ``max_shift``/``flip``: image augmentation (random shifts of up to ``max_shift`` px, left-right
+    flips); ignored for other modalities. ``time_limit_s``: wall-clock budget of the whole call,
+    compilation included (``None`` = none). ``clip_norm``: global gradient-norm clipping (``None`` =
+    off). ``progress_every``: also report progress every that many steps (0 = once per epoch).
+    """
+
+    epochs: int = 30
+    batch_size: int = 128
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup_fraction: float = 0.05
+    label_smoothing: float = 0.1
+    max_shift: int = 0
+    flip: bool = False
+    patience: int | None = 5
+    seed: int = 0
+    time_limit_s: float | None = None
+    eval_batch_size: int = 1024
+    clip_norm: float | None = None
+    progress_every: int = 0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "epochs": self.epochs >= 1,
+            "batch_size": self.batch_size >= 1,
+            "eval_batch_size": self.eval_batch_size >= 1,
+            "learning_rate": self.learning_rate > 0,
+            "weight_decay": self.weight_decay >= 0,
+            "warmup_fraction": 0 <= self.warmup_fraction < 1,
+            "label_smoothing": 0 <= self.label_smoothing < 1,
+            "max_shift": self.max_shift >= 0,
+            "patience": self.patience is None or self.patience >= 1,
+            "time_limit_s": self.time_limit_s is None or self.time_limit_s > 0,
+            "clip_norm": self.clip_norm is None or self.clip_norm > 0,
+            "progress_every": self.progress_every >= 0,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"TrainConfig: out-of-range value for {', '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report: epoch (1-based), global step, metrics so far, seconds since the start."""
+
+    epoch: int
+    step: int
+    metrics: dict[str, float]
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of :func:`train`.
+
+    ``variables`` are the best epoch's (materialised when a reparam was used, whose trainable
+    pytree is ``trainable``); ``history`` has one entry per evaluated epoch (a partial last epoch
+    when the deadline struck mid-epoch); ``best_metric`` is that epoch's validation accuracy.
+    """
+
+    variables: dict[str, Any]
+    history: tuple[dict[str, float], ...]
+    best_epoch: int
+    best_metric: float
+    stop_reason: str
+    elapsed_s: float
+    steps: int
+    trainable: Any = field(default=None)
