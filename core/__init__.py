@@ -1,1 +1,45 @@
-"""netsynth's JAX core: network spec, layers, training, compression primitives and export."""
+"""netsynth's JAX core: network spec, layers, training, compression primitives and export.
+
+The public API is flat, as in optax: ``core.build``, ``core.train``, ``core.export_onnx`` ...
+Names load on first use, so that ``core.onnx_run`` (numpy + onnxruntime only) can serve a model
+without importing JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "analysis": ["Analysis", "NodeCost", "analyse"],
+    "checkpoint": ["Checkpoint", "from_bytes", "load", "save", "to_bytes"],
+    "data": ["Dataset"],
+    "errors": ["CheckpointError", "CoreError", "CycleError", "DanglingInputError",
+               "HyperParameterError", "SchemaError", "ShapeError", "SpecError", "UnknownOpError"],
+    "evaluate": ["evaluate", "predict_proba"],
+    "graph": ["Graph", "validate"],
+    "model": ["Model", "build"],
+    "onnx_export": ["export_onnx", "to_onnx_bytes"],
+    "onnx_run": ["OnnxClassifier"],
+    "reparam": ["Reparam", "codebook_of", "constrain", "mask_top_n_incoming", "materialise",
+                "quantise", "share", "trainable", "with_masks"],
+    "schema": ["json_schema"],
+    "spec": ["InputSpec", "Node", "Spec"],
+    "surgery": ["filter_norms", "remove_units", "remove_units_many", "zero_units"],
+    "train": ["train"],
+    "train_config": ["Progress", "TrainConfig", "TrainResult"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"core.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,28 @@
+"""The flat public API of core: every exported name resolves, and serving needs no JAX."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import core
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in core.__all__:
+        assert getattr(core, name) is not None, name
+
+
+def test_flat_names_are_the_module_objects() -> None:
+    from core.model import build
+    from core.train import train
+
+    assert core.build is build
+    assert core.train is train
+
+
+def test_onnx_runner_loads_without_jax() -> None:
+    code = ("import sys; from core import OnnxClassifier; import core.onnx_run; "
+            "assert 'jax' not in sys.modules, 'jax loaded'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
