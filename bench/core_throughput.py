@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.default_flags:
         from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS])
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
     result = run(args)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
