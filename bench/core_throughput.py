@@ -282,44 +282,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t_train, t_infer = torch_side(args.padding, args.batch, data, layout == "channels_last")
         bursts[f"torch_{layout}_train"], bursts[f"torch_{layout}_infer"] = t_train, t_infer
     samples = interleave(bursts, args.steps, args.repeats, args.pause)
+
     def faster(mode: str) -> str:
         return max(("channels_last", "nchw"), key=lambda lay: max(samples[f"torch_{lay}_{mode}"]))
 
     best = {mode: faster(mode) for mode in ("train", "infer")}
-    train = summarise(samples, "ours_train", f"torch_{best['train']}_train")
-    infer = summarise(samples, "ours_infer", f"torch_{best['infer']}_infer")
     flops = flops_per_image(Spec.from_dict(doc))
     peak = cpu_peak()
-    return {
-        "train_img_s": round(train["ours"], 1), "torch_train_img_s": round(train["theirs"], 1),
-        "train_ratio": round(train["ratio"], 3),
-        "infer_img_s": round(infer["ours"], 1), "torch_infer_img_s": round(infer["theirs"], 1),
-        "infer_ratio": round(infer["ratio"], 3),
-        "medians": {k: round(v, 3) for k, v in {
-            "train_img_s": train["ours_median"], "torch_train_img_s": train["theirs_median"],
-            "train_ratio": train["ratio_median"], "infer_img_s": infer["ours_median"],
-            "torch_infer_img_s": infer["theirs_median"], "infer_ratio": infer["ratio_median"],
-        }.items()},
-        "flops": {
-            **flops,
-            "train_gflops": round(train["ours"] * flops["train_flops"] / 1e9, 1),
-            "torch_train_gflops": round(train["theirs"] * flops["train_flops"] / 1e9, 1),
-            "infer_gflops": round(infer["ours"] * flops["infer_flops"] / 1e9, 1),
-            "torch_infer_gflops": round(infer["theirs"] * flops["infer_flops"] / 1e9, 1),
-            "peak_gflops": round(peak["peak_gflops"], 1), "peak_method": peak["method"],
-        },
-        "settings": {
-            **settings, "batch": args.batch, "steps_per_burst": args.steps,
-            "repeats": args.repeats, "pause_s": args.pause, "padding": args.padding,
-            "network": "conv3x3(32)-relu-maxpool2-conv3x3(64)-relu-maxpool2-dense128-relu-dense10",
-            "optimizer": "AdamW lr 1e-3, weight decay 1e-4 on kernels (ours: warm-up + cosine)",
-            "loss": "softmax cross-entropy", "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
-            "torch_layout": best, "torch_threads": torch.get_num_threads(),
-            "torch_flush_denormal": True, "cpu": peak,
-            "versions": _versions(), "python": platform.python_version(),
-        },
-        "samples": {k: [round(v, 1) for v in vs] for k, vs in samples.items()},
-    }
+    result: dict[str, Any] = {"medians": {}, "flops": {**flops}}
+    for mode in ("train", "infer"):
+        m = summarise(samples, f"ours_{mode}", f"torch_{best[mode]}_{mode}")
+        result |= {f"{mode}_img_s": round(m["ours"], 1), f"torch_{mode}_img_s": round(m["theirs"], 1),
+                   f"{mode}_ratio": round(m["ratio"], 3)}
+        result["medians"] |= {f"{mode}_img_s": round(m["ours_median"], 1),
+                              f"torch_{mode}_img_s": round(m["theirs_median"], 1),
+                              f"{mode}_ratio": round(m["ratio_median"], 3)}
+        result["flops"] |= {f"{mode}_gflops": round(m["ours"] * flops[f"{mode}_flops"] / 1e9, 1),
+                            f"torch_{mode}_gflops": round(m["theirs"] * flops[f"{mode}_flops"] / 1e9, 1)}
+    result["flops"] |= {"peak_gflops": round(peak["peak_gflops"], 1), "peak_method": peak["method"]}
+    result["settings"] = {
+        **settings, "batch": args.batch, "steps_per_burst": args.steps, "repeats": args.repeats,
+        "pause_s": args.pause, "padding": args.padding,
+        "network": "conv3x3(32)-relu-maxpool2-conv3x3(64)-relu-maxpool2-dense128-relu-dense10",
+        "optimizer": "AdamW lr 1e-3, weight decay 1e-4 on kernels (ours: warm-up + cosine)",
+        "loss": "softmax cross-entropy", "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
+        "torch_layout": best, "torch_threads": torch.get_num_threads(),
+        "torch_flush_denormal": True, "cpu": peak, "versions": _versions(),
+        "python": platform.python_version()}
+    result["samples"] = {k: [round(v, 1) for v in vs] for k, vs in samples.items()}
+    return result
 
 
 def _versions() -> dict[str, str]:
@@ -330,29 +321,21 @@ def _versions() -> dict[str, str]:
 
 def report(result: dict[str, Any]) -> str:
     """Return the result as a table."""
-    f, s = result["flops"], result["settings"]
-    rows = [
-        ("", "netsynth core", f"PyTorch {s['versions']['torch']}", "ratio"),
-        ("train img/s", f"{result['train_img_s']:,.0f}", f"{result['torch_train_img_s']:,.0f}",
-         f"{result['train_ratio']:.2f}x"),
-        ("  (medians)", f"{result['medians']['train_img_s']:,.0f}",
-         f"{result['medians']['torch_train_img_s']:,.0f}",
-         f"{result['medians']['train_ratio']:.2f}x"),
-        ("infer img/s", f"{result['infer_img_s']:,.0f}", f"{result['torch_infer_img_s']:,.0f}",
-         f"{result['infer_ratio']:.2f}x"),
-        ("  (medians)", f"{result['medians']['infer_img_s']:,.0f}",
-         f"{result['medians']['torch_infer_img_s']:,.0f}",
-         f"{result['medians']['infer_ratio']:.2f}x"),
-        ("train GFLOP/s", f"{f['train_gflops']:.1f}", f"{f['torch_train_gflops']:.1f}", ""),
-        ("infer GFLOP/s", f"{f['infer_gflops']:.1f}", f"{f['torch_infer_gflops']:.1f}", ""),
-    ]
+    f, s, med = result["flops"], result["settings"], result["medians"]
+    rows = [("", "netsynth core", f"PyTorch {s['versions']['torch']}", "ratio")]
+    for mode in ("train", "infer"):
+        for label, src in ((f"{mode} img/s", result), ("  (medians)", med)):
+            rows.append((label, f"{src[f'{mode}_img_s']:,.0f}", f"{src[f'torch_{mode}_img_s']:,.0f}",
+                         f"{src[f'{mode}_ratio']:.2f}x"))
+    for mode in ("train", "infer"):
+        rows.append((f"{mode} GFLOP/s", f"{f[f'{mode}_gflops']:.1f}",
+                     f"{f[f'torch_{mode}_gflops']:.1f}", ""))
     lines = [f"{a:<14}{b:>16}{c:>22}{d:>9}" for a, b, c, d in rows]
-    peak = s["cpu"]
+    peak, pct = s["cpu"], 100 / f["peak_gflops"]
     lines += [
         f"peak estimate {f['peak_gflops']:.0f} GFLOP/s = {peak['cores']} cores x "
         f"{peak['ghz']:.2f} GHz x {peak['flop_per_cycle_per_core']} FLOP/cycle ({peak['model']});"
-        f" train {100 * f['train_gflops'] / f['peak_gflops']:.0f}% of it, PyTorch "
-        f"{100 * f['torch_train_gflops'] / f['peak_gflops']:.0f}%",
+        f" train {pct * f['train_gflops']:.0f}% of it, PyTorch {pct * f['torch_train_gflops']:.0f}%",
         f"FLOPs/image: train {f['train_flops'] / 1e6:.1f} M, inference "
         f"{f['infer_flops'] / 1e6:.1f} M; batch {s['batch']}, padding '{s['padding']}', "
         f"{s['backend']} ({s['compute_dtype']}), PyTorch layout {s['torch_layout']}",
@@ -370,7 +353,8 @@ def main(argv: list[str] | None = None) -> None:
     if not args.default_flags:
         from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
+        flags = [os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]
+        os.environ["XLA_FLAGS"] = " ".join(flags).strip()
     result = run(args)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,9 @@
 * :data:`CPU_XLA_FLAGS` are the XLA:CPU flags with which these kernels were measured; a process
   that trains on CPU sets them in ``XLA_FLAGS`` before importing JAX (core never reads them).
 
-Inputs are channels-last with a leading batch axis: ``[N, *spatial, C]``. Measurements:
-``bench/README.md``.
+Inputs are channels-last with a leading batch axis: ``[N, *spatial, C]``. The custom gradients
+support reverse-mode differentiation (``jax.grad``, ``jax.vjp``), not forward mode (``jax.jvp``).
+Measurements: ``bench/README.md``.
 """
 
 from __future__ import annotations
