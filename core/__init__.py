@@ -16,7 +16,7 @@ _EXPORTS = {
     "data": ["Dataset"],
     "errors": ["CheckpointError", "CoreError", "CycleError", "DanglingInputError",
                "HyperParameterError", "SchemaError", "ShapeError", "SpecError", "UnknownOpError"],
-    "evaluate": ["evaluate", "predict_proba"],
+    "evaluation": ["evaluate", "predict_proba"],
     "graph": ["Graph", "validate"],
     "model": ["Model", "build"],
     "onnx_export": ["export_onnx", "to_onnx_bytes"],
@@ -26,7 +26,7 @@ _EXPORTS = {
     "schema": ["json_schema"],
     "spec": ["InputSpec", "Node", "Spec"],
     "surgery": ["filter_norms", "remove_units", "remove_units_many", "zero_units"],
-    "train": ["train"],
+    "training": ["train"],
     "train_config": ["Progress", "TrainConfig", "TrainResult"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}

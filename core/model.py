@@ -66,7 +66,8 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
     x = xs[0]
     if op == "conv2d":
         return nn.Conv(p["filters"], tuple(p["kernel_size"]), tuple(p["strides"]),
-                       padding=_padding(p), use_bias=p["use_bias"], dtype=dtype, name=name)(x)
+                       padding=_padding(p), use_bias=p["use_bias"], dtype=dtype,
+                       conv_general_dilated=kernels.conv_general_dilated, name=name)(x)
     if op == "depthwise_conv2d":
         c = x.shape[-1]
         return nn.Conv(c * p["depth_multiplier"], tuple(p["kernel_size"]), tuple(p["strides"]),
@@ -78,7 +79,8 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
                                name=name)(x)
     if op == "conv1d":
         return nn.Conv(p["filters"], (p["kernel_size"],), (p["strides"],), padding=_padding(p),
-                       use_bias=p["use_bias"], dtype=dtype, name=name)(x)
+                       use_bias=p["use_bias"], dtype=dtype,
+                       conv_general_dilated=kernels.conv_general_dilated, name=name)(x)
     if op == "dense":
         return nn.Dense(p["units"], use_bias=p["use_bias"], dtype=dtype, name=name)(x)
     if op == "embedding":

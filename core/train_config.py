@@ -1,4 +1,4 @@
-"""The settings and results of a training run (:func:`core.train.train`)."""
+"""The settings and results of a training run (:func:`core.training.train`)."""
 
 from __future__ import annotations
 

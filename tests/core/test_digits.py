@@ -9,7 +9,7 @@ from sklearn.model_selection import train_test_split
 from core.data import Dataset
 from core.model import build
 from core.spec import Spec
-from core.train import TrainConfig, evaluate, train
+from core.training import TrainConfig, evaluate, train
 
 
 def digits_cnn() -> Spec:

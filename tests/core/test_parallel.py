@@ -10,7 +10,7 @@ import pytest
 from core import parallel
 from core.data import prefetch_to_device, train_batches
 from core.model import build
-from core.train import evaluate, predict_proba
+from core.training import evaluate, predict_proba
 from tests.core.specs import quadrant_data, tiny_spec
 
 

@@ -13,12 +13,19 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(core, name) is not None, name
 
 
-def test_flat_names_are_the_module_objects() -> None:
+def test_flat_names_are_the_functions_even_after_importing_every_module() -> None:
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(core.__path__):
+        importlib.import_module(f"core.{info.name}")
     from core.model import build
-    from core.train import train
+    from core.training import train
 
     assert core.build is build
     assert core.train is train
+    for name in core.__all__:
+        assert not isinstance(getattr(core, name), type(core)), f"core.{name} is a module"
 
 
 def test_onnx_runner_loads_without_jax() -> None:

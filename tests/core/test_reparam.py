@@ -205,8 +205,8 @@ def test_adamw_steps_keep_pruned_weights_exactly_zero() -> None:
 
 
 def test_training_keeps_pruned_weights_zero_and_shared_weights_shared() -> None:
-    """Through core.train: top-N pruning of the dense layer, 3 shared values for the conv."""
-    from core.train import TrainConfig, train
+    """Through core.training: top-N pruning of the dense layer, 3 shared values for the conv."""
+    from core.training import TrainConfig, train
 
     spec = Spec.from_dict({
         "input": {"shape": [6, 6, 1]},

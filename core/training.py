@@ -32,7 +32,7 @@ from core.data import (
     steps_per_epoch,
     train_batches,
 )
-from core.evaluate import evaluate, evaluate_on_mesh, predict_proba
+from core.evaluation import evaluate, evaluate_on_mesh, predict_proba
 from core.model import Model
 from core.train_config import Progress, TrainConfig, TrainResult
 

@@ -12,7 +12,7 @@ import pytest
 from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
 from core.model import build
 from core.reparam import Reparam
-from core.train import Progress, TrainConfig, evaluate, predict_proba, train
+from core.training import Progress, TrainConfig, evaluate, predict_proba, train
 from core.tree import flatten
 from tests.core.specs import quadrant_data, tiny_spec
 
