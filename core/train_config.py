@@ -14,9 +14,11 @@ class TrainConfig:
 
     ``patience``: epochs without a new best validation accuracy before stopping (``None`` = never).
     ``max_shift``/``flip``: image augmentation (random shifts of up to ``max_shift`` px, left-right
-    flips); ignored for other modalities. ``time_limit_s``: wall-clock budget of the whole call,
-    compilation included (``None`` = none). ``clip_norm``: global gradient-norm clipping (``None`` =
-    off). ``progress_every``: also report progress every that many steps (0 = once per epoch).
+    flips); ignored for other modalities. ``max_shift=None`` suits the image size (see
+    :func:`shift_for`); flips happen only when asked, as they change the meaning of digits.
+    ``time_limit_s``: wall-clock budget of the whole call, compilation included (``None`` = none).
+    ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
+    progress every that many steps (0 = once per epoch).
     """
 
     epochs: int = 30
@@ -25,7 +27,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     warmup_fraction: float = 0.05
     label_smoothing: float = 0.1
-    max_shift: int = 0
+    max_shift: int | None = None
     flip: bool = False
     patience: int | None = 5
     seed: int = 0
@@ -43,7 +45,7 @@ class TrainConfig:
             "weight_decay": self.weight_decay >= 0,
             "warmup_fraction": 0 <= self.warmup_fraction < 1,
             "label_smoothing": 0 <= self.label_smoothing < 1,
-            "max_shift": self.max_shift >= 0,
+            "max_shift": self.max_shift is None or self.max_shift >= 0,
             "patience": self.patience is None or self.patience >= 1,
             "time_limit_s": self.time_limit_s is None or self.time_limit_s > 0,
             "clip_norm": self.clip_norm is None or self.clip_norm > 0,
@@ -81,3 +83,13 @@ class TrainResult:
     elapsed_s: float
     steps: int
     trainable: Any = field(default=None)
+
+
+def shift_for(config: TrainConfig, modality: str, shape: tuple[int, ...]) -> int:
+    """Return the random-shift range in pixels for a run: ``config.max_shift`` when set, else
+    about 1/14 of the smaller image side (2 px for 28x28, 1 px for 8x8), 0 for non-images."""
+    if modality != "image" or len(shape) != 3:
+        return 0
+    if config.max_shift is not None:
+        return config.max_shift
+    return round(min(shape[0], shape[1]) / 14)

@@ -34,7 +34,7 @@ from core.data import (
 )
 from core.evaluation import evaluate, evaluate_on_mesh, predict_proba
 from core.model import Model
-from core.train_config import Progress, TrainConfig, TrainResult
+from core.train_config import Progress, TrainConfig, TrainResult, shift_for
 
 __all__ = [
     "Progress",
@@ -94,13 +94,15 @@ def make_train_step(
     ``key`` are replicated and ``x``/``y`` split over the mesh's ``"data"`` axis.
     """
     num_classes, smoothing = model.spec.num_classes, config.label_smoothing
-    do_augment = model.spec.input.modality == "image" and (config.max_shift > 0 or config.flip)
+    inp = model.spec.input
+    max_shift = shift_for(config, inp.modality, inp.shape)
+    do_augment = inp.modality == "image" and (max_shift > 0 or config.flip)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array,
              r: rp.Reparam | None) -> tuple[TrainState, dict[str, Any]]:
         k_aug, k_drop = jax.random.split(jax.random.fold_in(key, state.step))
         if do_augment:
-            x = augment(x, k_aug, max_shift=config.max_shift, flip=config.flip)
+            x = augment(x, k_aug, max_shift=max_shift, flip=config.flip)
 
         def loss_fn(trainable: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
             params = trainable if r is None else rp.materialise(trainable, r)

@@ -191,3 +191,14 @@ def test_random_shift_crops_an_edge_padded_image() -> None:
     for i in range(2):
         crops = [padded[i, r : r + 4, c : c + 4] for r in range(3) for c in range(3)]
         assert any(np.array_equal(out[i], crop) for crop in crops)
+
+
+def test_default_shift_suits_the_modality_and_image_size() -> None:
+    from core.train_config import shift_for
+
+    default = TrainConfig()
+    assert shift_for(default, "image", (28, 28, 1)) == 2
+    assert shift_for(default, "image", (8, 8, 1)) == 1
+    assert shift_for(default, "text", (64,)) == 0
+    assert shift_for(TrainConfig(max_shift=0), "image", (28, 28, 1)) == 0
+    assert shift_for(TrainConfig(max_shift=3), "image", (8, 8, 1)) == 3
