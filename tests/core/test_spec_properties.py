@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import jax
@@ -84,7 +85,8 @@ def random_doc(draw: st.DrawFn) -> dict[str, Any]:
 DOCUMENTED = (SchemaError, UnknownOpError, HyperParameterError, ShapeError, CycleError, DanglingInputError)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("NETSYNTH_PROPERTY_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(random_doc(), st.integers(0, 2**31 - 1))
 def test_random_graphs_build_and_run_or_raise_documented_errors(doc: dict[str, Any], seed: int) -> None:
     try:
