@@ -20,6 +20,7 @@ graph and infers shapes.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -142,7 +143,7 @@ class Spec:
             raise SchemaError(f"input.modality must be one of {MODALITIES}, got {modality!r}")
         scale, offset = inp.get("scale", 1.0), inp.get("offset", 0.0)
         for key, value in (("scale", scale), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise SchemaError(f"input.{key} must be a finite number, got {value!r}")
         if scale == 0:
             raise SchemaError("input.scale must not be 0")
