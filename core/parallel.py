@@ -75,8 +75,3 @@ def shard_batch(tree: Any, mesh: Mesh) -> Any:
                 f"batch of {np.shape(leaf)[0]} rows does not divide over {mesh.size} devices"
             )
     return jax.device_put(tree, batch_sharded(mesh))
-
-
-def unreplicate(tree: Any) -> Any:
-    """Return ``tree`` with each array copied to host memory as a NumPy array."""
-    return jax.device_get(tree)
