@@ -202,11 +202,11 @@ def train(
             steps += 1
             metrics.append(out)
             if pending is not None:  # keep one step queued; time the one before it
-                _wait(pending)
+                jax.block_until_ready(pending)
                 now = time.perf_counter()
                 step_s, last_done = now - last_done, now
             else:
-                _wait(out)
+                jax.block_until_ready(out)
                 now = time.perf_counter()
                 step_s, last_done = max(step_s, now - last_done), now
             pending = out
@@ -252,11 +252,6 @@ def train(
 
 def _materialised(params: Any, reparam: rp.Reparam | None) -> Any:
     return params if reparam is None else rp.materialise(params, reparam)
-
-
-def _wait(tree: Any) -> None:
-    for leaf in jax.tree.leaves(tree):
-        leaf.block_until_ready()
 
 
 def _mean(metrics: list[dict[str, Any]]) -> dict[str, float]:
