@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -173,13 +174,17 @@ class Model:
         inp = self.spec.input
         return jnp.zeros((batch, *inp.shape), jnp.int32 if inp.dtype == "int32" else jnp.float32)
 
+    @functools.cached_property
+    def _jitted_init(self) -> Callable[[jax.Array, jax.Array], Variables]:
+        """The jitted module init, compiled once per model rather than once per call."""
+        return jax.jit(lambda k, x: self.module.init({"params": k}, x, train=False))
+
     def init(self, key: jax.Array) -> Variables:
         """Return freshly initialised variables: ``{"params": ..., "batch_stats": ...}``.
 
         ``"batch_stats"`` is present only when the network has batch_norm; ``"params"`` always.
         """
-        init = jax.jit(lambda k, x: self.module.init({"params": k}, x, train=False))
-        variables = init(key, self.example_input())
+        variables = self._jitted_init(key, self.example_input())
         out: Variables = {"params": dict(variables.get("params", {}))}
         if self.has_batch_stats:
             out["batch_stats"] = dict(variables["batch_stats"])
