@@ -25,9 +25,7 @@ def evaluate(
 
     The loss is the plain (not label-smoothed) mean cross-entropy.
     """
-    mesh = parallel.data_mesh(devices)
-    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
-    return evaluate_on_mesh(model, variables, x, y, batch, mesh)
+    return evaluate_on_mesh(model, variables, x, y, batch_size, parallel.data_mesh(devices))
 
 
 def predict_proba(
@@ -36,25 +34,30 @@ def predict_proba(
 ) -> np.ndarray:
     """Return the class probabilities ``[N, num_classes]`` (float32) of ``model`` on ``x``."""
     mesh = parallel.data_mesh(devices)
-    batch = parallel.round_batch(min(batch_size, max(1, len(x))), mesh)
     variables = jax.device_put(variables, parallel.replicated(mesh))
-    outs = [_proba_batch(model, variables, xb)
-            for xb, _, _ in prefetch_to_device(eval_batches(x, None, batch), mesh)]
+    batches = eval_batches(x, None, _batch(batch_size, len(x), mesh))
+    outs = [_proba_batch(model, variables, xb) for xb, _, _ in prefetch_to_device(batches, mesh)]
     if not outs:
         return np.zeros((0, model.spec.num_classes), np.float32)
     return np.concatenate(jax.device_get(outs))[: len(x)]
 
 
 def evaluate_on_mesh(model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray,
-              batch: int, mesh: jax.sharding.Mesh) -> dict[str, float]:
-    """Return ``{"loss", "accuracy"}`` on ``(x, y)`` with a given batch size and device mesh."""
+                     batch_size: int, mesh: jax.sharding.Mesh) -> dict[str, float]:
+    """Return ``{"loss", "accuracy"}`` on ``(x, y)`` over a given device mesh."""
     if len(x) == 0:
         return {"loss": math.nan, "accuracy": math.nan}
     variables = jax.device_put(variables, parallel.replicated(mesh))
+    batches = eval_batches(x, y, _batch(batch_size, len(x), mesh))
     sums = [_eval_batch(model, variables, xb, yb, valid)
-            for xb, yb, valid in prefetch_to_device(eval_batches(x, y, batch), mesh)]
+            for xb, yb, valid in prefetch_to_device(batches, mesh)]
     loss, correct = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
     return {"loss": float(loss / len(x)), "accuracy": float(correct / len(x))}
+
+
+def _batch(batch_size: int, n: int, mesh: jax.sharding.Mesh) -> int:
+    """Return ``batch_size`` capped at ``n`` rows and rounded up to the mesh's device count."""
+    return parallel.round_batch(min(batch_size, max(1, n)), mesh)
 
 
 @functools.partial(jax.jit, static_argnums=0)

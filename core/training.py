@@ -178,7 +178,6 @@ def train(
     state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
     step_fn = make_train_step(model, optimizer, config, reparam, mesh)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
-    eval_batch = parallel.round_batch(min(config.eval_batch_size, len(data.x_val)), mesh)
 
     history: list[dict[str, float]] = []
     best: tuple[int, float, Any] | None = None  # (epoch, val accuracy, host copy of state parts)
@@ -218,7 +217,7 @@ def train(
         t0 = time.perf_counter()
         params = _materialised(state.params, reparam)
         val = evaluate_on_mesh(model, {"params": params, "batch_stats": state.batch_stats},
-                        data.x_val, data.y_val, eval_batch, mesh)
+                               data.x_val, data.y_val, config.eval_batch_size, mesh)
         eval_s = time.perf_counter() - t0
         record = {"epoch": float(epoch), "steps": float(len(metrics)),
                   **{f"train_{k}": v for k, v in _mean(metrics).items()},
