@@ -200,15 +200,12 @@ def train(
             state, out = step_fn(state, x, y, key)
             steps += 1
             metrics.append(out)
-            if pending is not None:  # keep one step queued; time the one before it
-                jax.block_until_ready(pending)
-                now = time.perf_counter()
-                step_s, last_done = now - last_done, now
-            else:
-                jax.block_until_ready(out)
-                now = time.perf_counter()
-                step_s, last_done = max(step_s, now - last_done), now
-            pending = out
+            # keep one step queued and time the one before it (an epoch's first step: itself)
+            done = out if pending is None else pending
+            jax.block_until_ready(done)  # type: ignore[no-untyped-call]
+            now = time.perf_counter()
+            step_s = now - last_done if pending is not None else max(step_s, now - last_done)
+            pending, last_done = out, now
             if on_progress and config.progress_every and steps % config.progress_every == 0:
                 on_progress(Progress(epoch, steps, _mean(metrics[-config.progress_every :]),
                                      elapsed()))
