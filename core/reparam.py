@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from core.tree import SEP
+from core.tree import SEP, flatten
 
 
 @dataclass(frozen=True)
@@ -63,16 +63,8 @@ def _map_paths(tree: Mapping[str, Any], fn: Callable[[str, Any], Any], prefix: s
     return out
 
 
-def _paths(tree: Mapping[str, Any], prefix: str = "") -> set[str]:
-    out: set[str] = set()
-    for key, value in tree.items():
-        path = f"{prefix}{SEP}{key}" if prefix else key
-        out |= _paths(value, path) if isinstance(value, Mapping) else {path}
-    return out
-
-
 def _check_paths(tree: Mapping[str, Any], reparam: Reparam) -> None:
-    missing = sorted((set(reparam.masks) | set(reparam.indices)) - _paths(tree))
+    missing = sorted((set(reparam.masks) | set(reparam.indices)) - set(flatten(tree)))
     if missing:
         raise KeyError(f"the reparam names parameters that do not exist: {missing}")
 
@@ -198,22 +190,14 @@ def share(params: Mapping[str, Any], reparam: Reparam, paths: Iterable[str], k: 
     Indices come from :func:`quantise` (pruned entries ignored); the codebooks themselves are
     taken from the parameters by :func:`trainable`.
     """
-    known = _paths(params)
+    leaves = flatten(params)
     indices, sizes = dict(reparam.indices), dict(reparam.sizes)
     for path in paths:
-        if path not in known:
+        if path not in leaves:
             raise KeyError(f"no parameter '{path}' to share")
-        leaf = _get(params, path)
-        _, indices[path] = quantise(leaf, k, iters=iters, mask=reparam.masks.get(path))
+        _, indices[path] = quantise(leaves[path], k, iters=iters, mask=reparam.masks.get(path))
         sizes[path] = k
     return Reparam(reparam.masks, indices, sizes)
-
-
-def _get(tree: Mapping[str, Any], path: str) -> Any:
-    node: Any = tree
-    for key in path.split(SEP):
-        node = node[key]
-    return node
 
 
 def mask_top_n_incoming(kernel: Any, n: int) -> jax.Array:
