@@ -28,7 +28,7 @@ from core import tree
 from core.errors import CheckpointError, SpecError
 from core.graph import Graph, validate
 from core.ops import OPS
-from core.reparam import Reparam, materialise
+from core.reparam import Reparam, codebook_of, materialise
 from core.spec import Spec
 
 FORMAT = "netsynth.checkpoint"
@@ -108,20 +108,12 @@ def _shared(path: str, params: dict[str, np.ndarray], indices: Any, reparam: Rep
     info["index_dtypes"][path] = idx.dtype.name
     out = {f"indices/{path}": idx.astype(_index_dtype(k))}
     mask = np.asarray(reparam.masks[path]) if path in reparam.masks else None
-    codebook = _codebook(dense, idx, k, mask)
+    codebook = np.asarray(codebook_of(jnp.asarray(dense), jnp.asarray(idx.astype(np.int32)), k))
     rebuilt = _materialise(path, codebook, idx, mask, k)
     if rebuilt.dtype == dense.dtype and rebuilt.tobytes() == dense.tobytes():
         out[f"codebook/{path}"] = codebook
         del params[path]
     return out
-
-
-def _codebook(dense: np.ndarray, idx: np.ndarray, k: int, mask: np.ndarray | None) -> np.ndarray:
-    """Return the ``k`` values of a shared leaf (unused ones 0), read at unpruned positions."""
-    keep = np.ones(dense.shape, bool) if mask is None else np.asarray(mask) != 0
-    codebook = np.zeros((k,), dense.dtype)
-    codebook[idx[keep]] = dense[keep]
-    return codebook
 
 
 def _materialise(path: str, codebook: np.ndarray, idx: np.ndarray, mask: np.ndarray | None,
