@@ -150,9 +150,20 @@ def from_bytes(data: bytes) -> Checkpoint:
     _check_names("masks", set(masks), set(info["mask_dtypes"]))
     indices = {p: tensors.pop(f"indices/{p}") for p in info["sizes"] if f"indices/{p}" in tensors}
     _check_names("indices", set(indices), set(info["sizes"]))
+    unknown = sorted((set(masks) | set(indices)) - set(expected["params"]))
+    if unknown:
+        raise CheckpointError(f"the checkpoint's reparam names parameters the spec does not have: "
+                              f"{unknown}")
     for path, m in masks.items():
-        _check_shape(f"masks/{path}", m.shape, expected["params"].get(path, ()))
+        _check_shape(f"masks/{path}", m.shape, expected["params"][path])
         masks[path] = m.astype(info["mask_dtypes"][path])
+    for path, idx in indices.items():
+        _check_shape(f"indices/{path}", idx.shape, expected["params"][path])
+        k = info["sizes"][path]
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= k):
+            raise CheckpointError(f"indices of '{path}' exceed its codebook of {k} entries "
+                                  "or are negative")
+        indices[path] = idx.astype(info["index_dtypes"][path])
     variables: dict[str, Any] = {}
     for kind in _KINDS:
         flat: dict[str, np.ndarray] = {}
@@ -162,7 +173,7 @@ def from_bytes(data: bytes) -> Checkpoint:
                 flat[path] = tensors.pop(name)
             elif kind == "params" and path in indices and f"codebook/{path}" in tensors:
                 flat[path] = _rebuild(path, tensors.pop(f"codebook/{path}"), indices[path],
-                                      masks.get(path), int(info["sizes"][path]))
+                                      masks.get(path), info["sizes"][path])
             else:
                 raise CheckpointError(f"the checkpoint lacks tensor '{name}' that the spec needs")
             _check_shape(name, flat[path].shape, shape)
@@ -171,27 +182,20 @@ def from_bytes(data: bytes) -> Checkpoint:
     if tensors:
         raise CheckpointError(f"the checkpoint has tensors the spec has no use for: "
                               f"{sorted(tensors)}")
-    for path, idx in indices.items():
-        _check_shape(f"indices/{path}", idx.shape, expected["params"].get(path, ()))
-        indices[path] = idx.astype(info["index_dtypes"][path])
     reparam = None
     if "reparam" in metadata:
         reparam = Reparam(masks={p: jnp.asarray(m) for p, m in masks.items()},
                           indices={p: jnp.asarray(i) for p, i in indices.items()},
-                          sizes={p: int(k) for p, k in info["sizes"].items()})
+                          sizes=info["sizes"])
     return Checkpoint(spec, variables, reparam)
 
 
 def _rebuild(path: str, codebook: np.ndarray, idx: np.ndarray, mask: np.ndarray | None,
              k: int) -> np.ndarray:
+    """Return a shared leaf's dense array from its stored codebook (indices already checked)."""
     if codebook.shape != (k,):
         raise CheckpointError(f"codebook of '{path}' has shape {list(codebook.shape)}, "
                               f"expected [{k}]")
-    if idx.size and int(idx.max()) >= k:
-        raise CheckpointError(f"indices of '{path}' exceed its codebook of {k} entries")
-    if mask is not None and mask.shape != idx.shape:
-        raise CheckpointError(f"mask of '{path}' has shape {list(mask.shape)}, "
-                              f"expected {list(idx.shape)}")
     return _materialise(path, codebook, idx, mask, k)
 
 
@@ -222,6 +226,7 @@ def _reparam_info(metadata: dict[str, str]) -> dict[str, dict[str, Any]]:
     try:
         info = json.loads(metadata["reparam"])
         out = {key: dict(info[key]) for key in empty}
+        out["sizes"] = {p: int(k) for p, k in out["sizes"].items()}
         for dt in (*out["mask_dtypes"].values(), *out["index_dtypes"].values()):
             np.dtype(dt)
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

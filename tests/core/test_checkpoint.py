@@ -258,3 +258,25 @@ def test_failed_save_leaves_no_partial_file(tmp_path, monkeypatch):
         save(target, spec, random_variables(spec, seed=9))
     assert os.listdir(tmp_path) == ["model.safetensors"]
     assert target.read_bytes() == before
+
+
+def test_loaded_reparam_that_does_not_fit_the_spec_raises():
+    spec, variables, reparam = compressed()
+    params = tree.flatten(variables["params"])
+    params["logits/kernel"] = params["logits/kernel"] + np.float32(1e-3) * (np.arange(100) % 3
+                                                                          ).reshape(20, 5)
+    data = to_bytes(spec, {**variables, "params": tree.unflatten(params)}, reparam)
+    assert "codebook/logits/kernel" not in safetensors.numpy.load(data)  # kept dense
+    bad_indices = {"logits/kernel": np.full((20, 5), 300, np.uint16),  # no codebook to check
+                   "fc/kernel": np.full((3, 20), -1, np.int8)}
+    for name, wrong in bad_indices.items():
+        with pytest.raises(CheckpointError, match="exceed"):
+            from_bytes(rewrite(data, add={f"indices/{name}": wrong}))
+    info = json.loads(header(data)["__metadata__"]["reparam"])
+    ghost = {**info, "mask_dtypes": {**info["mask_dtypes"], "ghost": "float32"}}
+    with pytest.raises(CheckpointError, match="ghost"):
+        from_bytes(rewrite(data, add={"masks/ghost": np.array(1, np.uint8)},
+                           meta={"reparam": json.dumps(ghost)}))
+    unreadable = {**info, "sizes": {**info["sizes"], "fc/kernel": "seven"}}
+    with pytest.raises(CheckpointError, match="reparam metadata"):
+        from_bytes(rewrite(data, meta={"reparam": json.dumps(unreadable)}))
