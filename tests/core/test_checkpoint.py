@@ -267,8 +267,9 @@ def test_loaded_reparam_that_does_not_fit_the_spec_raises():
                                                                           ).reshape(20, 5)
     data = to_bytes(spec, {**variables, "params": tree.unflatten(params)}, reparam)
     assert "codebook/logits/kernel" not in safetensors.numpy.load(data)  # kept dense
-    bad_indices = {"logits/kernel": np.full((20, 5), 300, np.uint16),  # no codebook to check
-                   "fc/kernel": np.full((3, 20), -1, np.int8)}
+    bad_indices: dict[str, np.ndarray] = {
+        "logits/kernel": np.full((20, 5), 300, np.uint16),  # no codebook to check them against
+        "fc/kernel": np.full((3, 20), -1, np.int8)}
     for name, wrong in bad_indices.items():
         with pytest.raises(CheckpointError, match="exceed"):
             from_bytes(rewrite(data, add={f"indices/{name}": wrong}))
