@@ -22,6 +22,8 @@ from core.ops import TensorType, pool_strides, pool_window
 from core.spec import Node
 
 Params = dict[str, Any]
+Converter = Callable[["Builder", Node, list[str], list[TensorType], Params], str]
+"""``(builder, node, input names, input types, numpy params) -> output name``."""
 
 
 class Builder:
@@ -148,7 +150,7 @@ def embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Param
     return b.op("Mul", [vectors, keep], n.id)
 
 
-def _pool(op_type: str) -> Callable[[Builder, Node, list[str], list[TensorType], Params], str]:
+def _pool(op_type: str) -> Converter:
     def convert(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
         rank = len(ts[0].shape) + 1
         y = b.op(op_type, [_channels_first(b, xs[0], rank, n.id)], f"{n.id}/pool",
@@ -159,7 +161,7 @@ def _pool(op_type: str) -> Callable[[Builder, Node, list[str], list[TensorType],
     return convert
 
 
-def _global(op_type: str) -> Callable[[Builder, Node, list[str], list[TensorType], Params], str]:
+def _global(op_type: str) -> Converter:
     def convert(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
         return b.reduce(op_type, xs[0], list(range(1, len(ts[0].shape))), n.id)
 
@@ -261,8 +263,6 @@ def position_embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType],
     """Adds the learned ``[L, D]`` table to every example."""
     return b.op("Add", [xs[0], b.const(f"{n.id}/embedding", p["embedding"])], n.id)
 
-
-Converter = Callable[[Builder, Node, list[str], list[TensorType], Params], str]
 
 CONVERTERS: dict[str, Converter] = {
     "conv2d": conv2d,
