@@ -16,6 +16,7 @@ import json
 import os
 import struct
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,13 +57,11 @@ def variable_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     return out
 
 
-def to_bytes(spec: Spec | Graph, variables: dict[str, Any],
-             reparam: Reparam | None = None) -> bytes:
-    """Serialise a model (spec, dense variables, optional masks and shared weights) to bytes.
+def flat_variables(graph: Graph, variables: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray]]:
+    """Return ``{"params": {path: array}, "batch_stats": ...}`` as numpy arrays.
 
-    Raises :class:`CheckpointError` when the variables or the reparam do not fit the spec.
+    Raises :class:`CheckpointError` when a variable is missing, extra or misshapen for the graph.
     """
-    graph = spec if isinstance(spec, Graph) else _validate(spec)
     expected = variable_shapes(graph)
     dense = {kind: {p: np.asarray(a) for p, a in tree.flatten(variables.get(kind, {})).items()}
              for kind in _KINDS}
@@ -70,6 +69,17 @@ def to_bytes(spec: Spec | Graph, variables: dict[str, Any],
         _check_names(kind, set(dense[kind]), set(expected[kind]))
         for path, arr in dense[kind].items():
             _check_shape(f"{kind}/{path}", arr.shape, expected[kind][path])
+    return dense
+
+
+def to_bytes(spec: Spec | Graph, variables: dict[str, Any],
+             reparam: Reparam | None = None) -> bytes:
+    """Serialise a model (spec, dense variables, optional masks and shared weights) to bytes.
+
+    Raises :class:`CheckpointError` when the variables or the reparam do not fit the spec.
+    """
+    graph = spec if isinstance(spec, Graph) else _validate(spec)
+    dense = flat_variables(graph, variables)
     tensors = {f"batch_stats/{p}": a for p, a in dense["batch_stats"].items()}
     info: dict[str, Any] = {"sizes": {}, "mask_dtypes": {}, "index_dtypes": {}}
     params = dense["params"]

@@ -19,7 +19,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from core import tree
-from core.checkpoint import variable_shapes
+from core.checkpoint import flat_variables
 from core.errors import CheckpointError
 from core.graph import Graph, validate
 from core.onnx_ops import CONVERTERS, Builder
@@ -90,21 +90,13 @@ def to_onnx_bytes(spec: Spec | Graph, variables: dict[str, Any], *, reparam: Rep
 def _dense_variables(graph: Graph, variables: dict[str, Any], reparam: Reparam | None
                      ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return (params, batch_stats) as nested float32 numpy arrays, masks applied."""
-    expected = variable_shapes(graph)
-    for kind, shapes in expected.items():
-        got = {p: np.shape(a) for p, a in tree.flatten(variables.get(kind, {})).items()}
-        if got != shapes:
-            wrong = sorted(set(got) ^ set(shapes)) or sorted(p for p in got if got[p] != shapes[p])
-            raise CheckpointError(f"{kind} do not fit the spec (missing, extra or misshapen: "
-                                  f"{wrong})")
-    flat = {p: np.asarray(a, np.float32)
-            for p, a in tree.flatten(variables.get("params", {})).items()}
+    dense = flat_variables(graph, variables)
+    flat = {p: np.asarray(a, np.float32) for p, a in dense["params"].items()}
     for path, mask in (reparam.masks.items() if reparam is not None else ()):
         if path not in flat or np.shape(mask) != flat[path].shape:
             raise CheckpointError(f"mask '{path}' does not fit a parameter of the model")
         flat[path] = np.where(np.asarray(mask) != 0, flat[path], np.float32(0))
-    stats = {p: np.asarray(a, np.float32)
-             for p, a in tree.flatten(variables.get("batch_stats", {})).items()}
+    stats = {p: np.asarray(a, np.float32) for p, a in dense["batch_stats"].items()}
     return tree.unflatten(flat), tree.unflatten(stats)
 
 
