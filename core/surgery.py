@@ -28,6 +28,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from core.checkpoint import flat_variables
 from core.errors import SpecError
 from core.graph import Graph, validate
 from core.spec import INPUT, Spec
@@ -208,6 +209,7 @@ def remove_units_many(spec: Spec, variables: Mapping[str, Any],
     Needed where channels meet in an add, e.g. every layer feeding a residual sum.
     """
     graph = validate(spec)
+    flat_variables(graph, variables)  # CheckpointError unless the variables fit the spec
     seeds: dict[str, np.ndarray] = {}
     for node_id, units in keep.items():
         target, k = _seed(graph, node_id, units)
@@ -231,7 +233,8 @@ def remove_units(spec: Spec, variables: Mapping[str, Any], node_id: str,
     to and including the consumers' input weights (see the module docstring, which also says
     when the result is exact). Raises :class:`SpecError` for the output node, an op without
     units, units that cannot be followed (an add whose inputs would differ, layer_norm or
-    self_attention on the way) or a ``keep`` that is empty or out of range.
+    self_attention on the way) or a ``keep`` that is empty or out of range, and
+    :class:`CheckpointError` when ``variables`` do not fit ``spec``.
     """
     return remove_units_many(spec, variables, {node_id: keep})
 
@@ -245,6 +248,7 @@ def zero_units(spec: Spec, variables: Mapping[str, Any], node_id: str,
     :func:`remove_units` on them is exact (with activations that map 0 to 0).
     """
     graph = validate(spec)
+    flat_variables(graph, variables)
     width = graph.types[node_id].shape[-1] if node_id in graph.types else 0
     keep = sorted(set(range(width)) - {int(u) for u in units})
     target, k = _seed(graph, node_id, keep)

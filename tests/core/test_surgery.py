@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from core.errors import SpecError
+from core.errors import CheckpointError, SpecError
 from core.graph import validate
 from core.model import build
 from core.ops import OPS
@@ -297,6 +297,18 @@ def test_rejections() -> None:
     ])
     with pytest.raises(SpecError, match="mixes channels"):
         remove_units(spec, random_variables(spec), "d", [0, 1])
+
+
+def test_variables_that_do_not_fit_the_spec_raise() -> None:
+    missing = random_variables(CONV_BN)
+    del missing["params"]["bn"]
+    misshapen = random_variables(CONV_BN)
+    misshapen["params"]["logits"]["kernel"] = jnp.zeros((5, 3))
+    for variables, message in ((missing, "missing params"), (misshapen, "logits/kernel")):
+        with pytest.raises(CheckpointError, match=message):
+            remove_units(CONV_BN, variables, "c1", [0, 1])
+        with pytest.raises(CheckpointError, match=message):
+            zero_units(CONV_BN, variables, "c1", [2])
 
 
 def test_filter_norms() -> None:
