@@ -34,18 +34,13 @@ def _randn(rng: np.random.Generator, shape: tuple[int, ...]) -> jax.Array:
     return jnp.asarray(rng.normal(size=shape), jnp.float32)
 
 
-def _vjp(f, *args):
-    y, back = jax.vjp(f, *args)
-    return y, back
-
-
 @pytest.mark.parametrize(("shape", "window", "strides"), POOL_CASES)
 def test_pools_match_flax_values_and_gradients(shape, window, strides):
     rng = np.random.default_rng(0)
     x = _randn(rng, shape)
     for ours, ref in [(kernels.max_pool, nn.max_pool), (kernels.avg_pool, nn.avg_pool)]:
-        y, back = _vjp(lambda a, ours=ours: ours(a, window, strides), x)
-        y_ref, back_ref = _vjp(lambda a, ref=ref: ref(a, window, strides, "VALID"), x)
+        y, back = jax.vjp(lambda a, ours=ours: ours(a, window, strides), x)
+        y_ref, back_ref = jax.vjp(lambda a, ref=ref: ref(a, window, strides, "VALID"), x)
         g = _randn(rng, y.shape)
         np.testing.assert_allclose(y, y_ref, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(back(g)[0], back_ref(g)[0], rtol=1e-6, atol=1e-6)
@@ -58,8 +53,8 @@ def test_max_pool_matches_flax_for_any_window(h, w, kh, kw, sh, sw, seed):
     kh, kw = min(kh, h), min(kw, w)
     rng = np.random.default_rng(seed)
     x = _randn(rng, (1, h, w, 2))
-    y, back = _vjp(lambda a: kernels.max_pool(a, (kh, kw), (sh, sw)), x)
-    y_ref, back_ref = _vjp(lambda a: nn.max_pool(a, (kh, kw), (sh, sw), "VALID"), x)
+    y, back = jax.vjp(lambda a: kernels.max_pool(a, (kh, kw), (sh, sw)), x)
+    y_ref, back_ref = jax.vjp(lambda a: nn.max_pool(a, (kh, kw), (sh, sw), "VALID"), x)
     g = _randn(rng, y.shape)
     np.testing.assert_array_equal(y, y_ref)
     np.testing.assert_allclose(back(g)[0], back_ref(g)[0], rtol=1e-6, atol=1e-6)
@@ -77,7 +72,7 @@ def test_max_pool_gradient_goes_to_the_first_of_tied_maxima():
 
 def test_max_pool_with_nan_propagates_it_and_routes_each_cotangent_once():
     x = jnp.arange(16.0).reshape(1, 4, 4, 1).at[0, 0, 1, 0].set(jnp.nan)
-    y, back = _vjp(lambda a: kernels.max_pool(a, (2, 2), (2, 2)), x)
+    y, back = jax.vjp(lambda a: kernels.max_pool(a, (2, 2), (2, 2)), x)
     assert bool(jnp.isnan(y[0, 0, 0, 0])) and not bool(jnp.isnan(y[0, 1, 1, 0]))
     dx = back(jnp.ones_like(y))[0]
     np.testing.assert_array_equal(dx.reshape(2, 2, 2, 2).sum(axis=(1, 3)), jnp.ones((2, 2)))
@@ -105,8 +100,8 @@ def test_conv_matches_lax_values_and_gradients(xs, ks, strides, padding):
         return lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn,
                                         precision=lax.Precision.HIGHEST)
 
-    y, back = _vjp(jax.jit(ours), x, k)
-    y_ref, back_ref = _vjp(ref, x, k)
+    y, back = jax.vjp(jax.jit(ours), x, k)
+    y_ref, back_ref = jax.vjp(ref, x, k)
     g = _randn(rng, y.shape)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5, atol=1e-5)
     for got, want in zip(back(g), back_ref(g), strict=True):
