@@ -245,12 +245,16 @@ def zero_units(spec: Spec, variables: Mapping[str, Any], node_id: str,
 
     Zeroes the units' kernel and bias and their channels' batch_norm scale and bias,
     depthwise weights and position embeddings up to the consumers, so that
-    :func:`remove_units` on them is exact (with activations that map 0 to 0).
+    :func:`remove_units` on them is exact (with activations that map 0 to 0). Raises
+    :class:`SpecError` for units out of range and as :func:`remove_units` does otherwise.
     """
     graph = validate(spec)
     flat_variables(graph, variables)
     width = graph.types[node_id].shape[-1] if node_id in graph.types else 0
-    keep = sorted(set(range(width)) - {int(u) for u in units})
+    dropped = {int(u) for u in units}
+    if width and not dropped <= set(range(width)):
+        raise SpecError(f"units must lie in [0, {width}), got {list(units)}", node_id)
+    keep = sorted(set(range(width)) - dropped)
     target, k = _seed(graph, node_id, keep)
     return _apply(variables, _plan(graph, {target: k}, zeroing=True), zero=True)
 

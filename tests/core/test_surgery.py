@@ -285,6 +285,10 @@ def test_rejections() -> None:
                                    ("c1", [0, 6], "distinct units"), ("nope", [0], "no such")]:
         with pytest.raises(SpecError, match=message):
             remove_units(CONV_BN, variables, node_id, keep)
+    with pytest.raises(SpecError, match=r"\[0, 6\)"):  # not a silent no-op
+        zero_units(CONV_BN, variables, "c1", [6])
+    with pytest.raises(SpecError, match="no such"):
+        zero_units(CONV_BN, variables, "nope", [0])
     # A layer whose channels reach the output through per-channel ops only.
     spec = make_spec([4], [n("d", "dense", ["input"], units=3), n("out", "activation", ["d"])])
     with pytest.raises(SpecError, match="classes"):
