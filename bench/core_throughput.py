@@ -138,14 +138,14 @@ def netsynth_side(doc: dict[str, Any], batch: int, data: list[tuple[Any, Any]]
     from core.model import build
     from core.spec import Spec
     from core.train_config import TrainConfig
-    from core.training import TrainState, make_optimizer, make_train_step
+    from core.training import init_state, make_optimizer, make_train_step
 
     model = build(Spec.from_dict(doc))
     config = TrainConfig(batch_size=batch, learning_rate=1e-3, weight_decay=1e-4,
                          label_smoothing=0.0, max_shift=0, flip=False)
     optimizer = make_optimizer(config, total_steps=1_000_000)
-    params = model.init(jax.random.key(0))["params"]
-    state = {"s": TrainState(jnp.zeros((), jnp.int32), params, {}, optimizer.init(params))}
+    variables = model.init(jax.random.key(0))
+    state = {"s": init_state(model, variables, optimizer, None)}
     step = make_train_step(model, optimizer, config)
     forward = jax.jit(lambda p, x: model.apply({"params": p}, x)[0])
     batches = [(jnp.asarray(x), jnp.asarray(y)) for x, y in data]
