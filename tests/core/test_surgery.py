@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from core import tree
+from core.checkpoint import variable_shapes
 from core.errors import CheckpointError, SpecError
 from core.graph import validate
 from core.model import build
-from core.ops import OPS
 from core.spec import Spec
 from core.surgery import filter_norms, remove_units, remove_units_many, zero_units
 
@@ -27,24 +28,16 @@ def n(node_id: str, op: str, inputs: list[str], **params: Any) -> dict[str, Any]
 
 
 def random_variables(spec: Spec, seed: int = 0) -> dict[str, Any]:
-    """Variables of the spec's shapes (as in core.ops) with every leaf random: biases, BN betas
-    and statistics are non-zero. NumPy draws them, which is much faster than a model init."""
+    """Variables of the spec's shapes (core.checkpoint.variable_shapes), every leaf random:
+    biases, BN betas and statistics are non-zero (NumPy draws them: faster than a model init)."""
     rng = np.random.default_rng(seed)
-    graph = validate(spec)
-
-    def fill(shapes: dict[str, Any]) -> dict[str, Any]:
-        return {k: fill(v) if isinstance(v, dict) else
-                jnp.asarray(rng.normal(0.0, 0.5, v).astype(np.float32)) for k, v in shapes.items()}
-
-    out: dict[str, Any] = {"params": {}}
-    for node in graph.order:
-        op = OPS[node.op]
-        if shapes := op.params(node.params, graph.input_types(node)):
-            out["params"][node.id] = fill(shapes)
-        if state := op.state(node.params, graph.input_types(node)):
-            stats = fill(state)
-            stats["var"] = jnp.abs(stats["var"]) + 0.5
-            out.setdefault("batch_stats", {})[node.id] = stats
+    out: dict[str, Any] = {}
+    for kind, shapes in variable_shapes(validate(spec)).items():
+        if shapes or kind == "params":
+            out[kind] = tree.unflatten({p: jnp.asarray(rng.normal(0.0, 0.5, s).astype(np.float32))
+                                        for p, s in shapes.items()})
+    for stats in out.get("batch_stats", {}).values():
+        stats["var"] = jnp.abs(stats["var"]) + 0.5
     return out
 
 
