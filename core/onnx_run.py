@@ -28,12 +28,18 @@ class OnnxClassifier:
     """An exported netsynth model loaded into an onnxruntime CPU session."""
 
     def __init__(self, model: str | os.PathLike[str] | bytes) -> None:
-        """Load an ONNX model from a file path or from its serialised bytes."""
+        """Load an ONNX model from a file path or from its serialised bytes.
+
+        Raises ``ValueError`` when it is not an ONNX model or not a netsynth export.
+        """
         data = bytes(model) if isinstance(model, bytes | bytearray) else Path(model).read_bytes()
         options = ort.SessionOptions()
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(data, sess_options=options,
-                                            providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(data, sess_options=options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...)
+            raise ValueError(f"not a loadable ONNX model: {exc}") from exc
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = {o.name: o for o in self.session.get_outputs()}
         if INPUT_NAME not in inputs or PROBABILITIES not in outputs:

@@ -317,6 +317,8 @@ def test_classifier_from_raw_uint8_to_probabilities(tmp_path):
     for bad in (images[:, :6], images[..., 0], images[None]):
         with pytest.raises(ValueError, match="shape"):
             clf.predict_proba(bad)
+    with pytest.raises(ValueError, match="ONNX"):
+        OnnxClassifier(path.read_bytes()[:100])  # a truncated file
 
 
 def test_classifier_casts_token_ids():
