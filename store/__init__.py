@@ -1,1 +1,1 @@
-"""netsynth store package (built in later issues)."""
+"""netsynth store: persistence (database models, migrations, blob storage) and settings."""
