@@ -1,0 +1,92 @@
+"""Blob storage for dataset files: a small interface, with a filesystem implementation."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import uuid
+from pathlib import Path
+from typing import BinaryIO, Protocol, runtime_checkable
+
+from store.errors import InvalidKey, NotFound
+
+_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CHUNK = 1024 * 1024
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Where dataset files live; an S3-compatible store can implement the same four methods."""
+
+    def put(self, stream: BinaryIO, key: str | None = None) -> str:
+        """Store the stream's bytes under `key` (a new key when None) and return the key."""
+        ...
+
+    def open(self, key: str) -> BinaryIO:
+        """Return a binary reader of the blob; raise NotFound when it does not exist."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the blob; removing a missing blob is not an error."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether a blob is stored under `key`."""
+        ...
+
+
+def validate_key(key: str) -> str:
+    """Return `key` if it is a relative, slash-separated path of safe parts; raise InvalidKey otherwise."""
+    parts = key.split("/")
+    if not key or len(key) > 512 or not all(_KEY_PART.match(p) and p not in {".", ".."} for p in parts):
+        raise InvalidKey(f"invalid blob key {key!r}")
+    return key
+
+
+class FileBlobStore:
+    """Blobs as files under a root directory, each written to a temporary file and then atomically renamed."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / validate_key(key)).resolve()
+        if not path.is_relative_to(self.root) or path == self.root:
+            raise InvalidKey(f"blob key {key!r} escapes the store")
+        return path
+
+    def put(self, stream: BinaryIO, key: str | None = None) -> str:
+        """Store the stream's bytes under `key` (a new key when None) and return the key."""
+        key = key if key is not None else uuid.uuid4().hex
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := stream.read(_CHUNK):
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return key
+
+    def open(self, key: str) -> BinaryIO:
+        """Return a binary reader of the blob; raise NotFound when it does not exist."""
+        path = self._path(key)
+        try:
+            return path.open("rb")
+        except FileNotFoundError:
+            raise NotFound(f"no blob {key!r}") from None
+
+    def delete(self, key: str) -> None:
+        """Remove the blob; removing a missing blob is not an error."""
+        self._path(key).unlink(missing_ok=True)
+
+    def exists(self, key: str) -> bool:
+        """Whether a blob is stored under `key`."""
+        return self._path(key).is_file()

@@ -1,0 +1,28 @@
+"""Domain errors the store raises; callers map them to HTTP statuses or job failures."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every store error."""
+
+
+class NotFound(StoreError):
+    """A requested row or blob does not exist."""
+
+
+class InvalidTransition(StoreError):
+    """A job was asked to move to a state its current state cannot reach."""
+
+    def __init__(self, current: str, requested: str) -> None:
+        super().__init__(f"a job cannot go from {current!r} to {requested!r}")
+        self.current = current
+        self.requested = requested
+
+
+class AppendOnly(StoreError):
+    """An append-only row (a job event) was updated or deleted."""
+
+
+class InvalidKey(StoreError):
+    """A blob key is malformed or escapes the blob store's root."""
