@@ -1,0 +1,217 @@
+"""The tables: users, API keys, datasets, jobs and their events, candidates, trained models and reports."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Enum, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from store.base import Base, HasId, UTCDateTime, utcnow
+
+__all__ = [
+    "ApiKey",
+    "Base",
+    "BudgetTier",
+    "Candidate",
+    "CandidateStatus",
+    "Dataset",
+    "DatasetStatus",
+    "Job",
+    "JobEvent",
+    "JobState",
+    "Modality",
+    "Report",
+    "ReportImage",
+    "TrainedModel",
+    "User",
+]
+
+
+def _enum(cls: type[enum.Enum]) -> Enum:
+    """A portable enum column: VARCHAR of the members' values, no native database type."""
+    return Enum(cls, native_enum=False, length=16, values_callable=lambda members: [m.value for m in members])
+
+
+class Modality(enum.StrEnum):
+    """What kind of samples a dataset holds."""
+
+    IMAGE = "image"
+    TABULAR = "tabular"
+    TEXT = "text"
+    AUDIO = "audio"
+
+
+class DatasetStatus(enum.StrEnum):
+    """Where a dataset is in upload and validation."""
+
+    UPLOADED = "uploaded"
+    VALIDATING = "validating"
+    READY = "ready"
+    REJECTED = "rejected"
+
+
+class BudgetTier(enum.StrEnum):
+    """How much device time a job may spend."""
+
+    QUICK = "quick"
+    STANDARD = "standard"
+    THOROUGH = "thorough"
+
+
+class JobState(enum.StrEnum):
+    """A job's lifecycle; `store.jobs.transition` enforces the legal moves."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CandidateStatus(enum.StrEnum):
+    """Where a candidate architecture is in the search."""
+
+    PROPOSED = "proposed"
+    TRAINING = "training"
+    TRAINED = "trained"
+    FAILED = "failed"
+    DISCARDED = "discarded"
+
+
+class User(HasId, Base):
+    """An account that owns datasets and jobs."""
+
+    __tablename__ = "users"
+
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    display_name: Mapped[str] = mapped_column(String(200), default="")
+
+    api_keys: Mapped[list[ApiKey]] = relationship(back_populates="user")
+
+
+class ApiKey(HasId, Base):
+    """An API key: only its lookup prefix and a SHA-256 hash of the whole key are stored."""
+
+    __tablename__ = "api_keys"
+
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    user: Mapped[User] = relationship(back_populates="api_keys")
+
+
+class Dataset(HasId, Base):
+    """An uploaded labelled dataset; its files live in the blob store under `blob_key`."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("owner_id", "name", name="uq_datasets_owner_id_name"),)
+
+    owner_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    modality: Mapped[Modality] = mapped_column(_enum(Modality))
+    classes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    class_counts: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
+    sample_count: Mapped[int] = mapped_column(Integer, default=0)
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    profile: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    checksum: Mapped[str] = mapped_column(String(64))
+    blob_key: Mapped[str] = mapped_column(String(512))
+    status: Mapped[DatasetStatus] = mapped_column(_enum(DatasetStatus), default=DatasetStatus.UPLOADED)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Job(HasId, Base):
+    """A synthesis run on one dataset under a device-time budget."""
+
+    __tablename__ = "jobs"
+
+    owner_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"), index=True)
+    budget_tier: Mapped[BudgetTier] = mapped_column(_enum(BudgetTier))
+    budget_seconds: Mapped[int] = mapped_column(Integer)
+    constraints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED, index=True)
+    stage: Mapped[str | None] = mapped_column(String(64))
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    device_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    events: Mapped[list[JobEvent]] = relationship(back_populates="job", order_by="JobEvent.seq")
+
+
+class JobEvent(Base):
+    """One entry of a job's append-only log; rows are never updated or deleted."""
+
+    __tablename__ = "job_events"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    kind: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    job: Mapped[Job] = relationship(back_populates="events")
+
+
+class Candidate(HasId, Base):
+    """An architecture the search proposed for a job, with what training it measured and cost."""
+
+    __tablename__ = "candidates"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    cost: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[CandidateStatus] = mapped_column(_enum(CandidateStatus), default=CandidateStatus.PROPOSED)
+
+
+class TrainedModel(HasId, Base):
+    """A trained network a job produced: its spec, serialized weights and measured metrics."""
+
+    __tablename__ = "models"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    candidate_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("candidates.id", ondelete="SET NULL"))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    weights: Mapped[bytes] = mapped_column(LargeBinary)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    param_count: Mapped[int] = mapped_column(BigInteger)
+    weights_bytes: Mapped[int] = mapped_column(BigInteger)
+
+
+class Report(HasId, Base):
+    """A report about a job or one of its models (e.g. evaluation, explanation), as JSON plus images."""
+
+    __tablename__ = "reports"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    content: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    images: Mapped[list[ReportImage]] = relationship(back_populates="report", cascade="all, delete-orphan")
+
+
+class ReportImage(Base):
+    """One image of a report, stored as bytes."""
+
+    __tablename__ = "report_images"
+    __table_args__ = (UniqueConstraint("report_id", "name", name="uq_report_images_report_id_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    report_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    media_type: Mapped[str] = mapped_column(String(64), default="image/png")
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+    report: Mapped[Report] = relationship(back_populates="images")
