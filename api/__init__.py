@@ -1,1 +1,1 @@
-"""netsynth api package (built in later issues)."""
+"""The HTTP API: FastAPI routes over `store`, problem+json errors, and the `netsynth` command line."""

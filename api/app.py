@@ -1,0 +1,42 @@
+"""The FastAPI application factory: JSON routes under `/api/v1`, OpenAPI docs at `/docs`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.routes import health, me
+from store.db import make_engine, make_session_factory
+from store.settings import Settings
+
+API_PREFIX = "/api/v1"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app on `settings` (read from the environment when omitted), with its own database engine."""
+    settings = settings or Settings()
+    engine = make_engine(settings.database_url, echo=settings.sql_echo)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="netsynth",
+        summary="Upload a labelled dataset, get a trained, compressed, explained network.",
+        version="0.1.0",
+        docs_url="/docs",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    install_error_handlers(app)
+    app.include_router(health.router, prefix=API_PREFIX)
+    app.include_router(me.router, prefix=API_PREFIX)
+    return app

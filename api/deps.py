@@ -1,0 +1,52 @@
+"""Typed request dependencies: the settings, a database session per request, and the authenticated user."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.errors import Unauthenticated
+from store.apikeys import verify_api_key
+from store.db import session_scope
+from store.models import User
+from store.settings import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="An API key from `netsynth user create`.")
+
+
+def get_settings(request: Request) -> Settings:
+    """The settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session that commits when the request succeeds and rolls back when it raises."""
+    factory: sessionmaker[Session] = request.app.state.session_factory
+    with session_scope(factory) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+# scope="function": the commit runs before the response is sent, so a failed commit is never reported as success.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+
+def get_current_user(
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    """The user whose API key the `Authorization: Bearer` header carries; raise Unauthenticated otherwise."""
+    if credentials is None:
+        raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>'")
+    user = verify_api_key(session, credentials.credentials)
+    if user is None:
+        raise Unauthenticated("the API key is unknown, wrong or revoked", invalid_token=True)
+    return user
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]

@@ -1,0 +1,86 @@
+"""API fixtures: the real app on a migrated SQLite file and, when reachable, a migrated PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from store.apikeys import create_api_key
+from store.db import session_scope
+from store.migrate import upgrade
+from store.models import User
+from store.settings import Settings
+from tests.store.conftest import empty_db_url, pg_skip_reason
+
+__all__ = ["empty_db_url", "pg_skip_reason"]  # re-exported: the store's database fixtures
+
+
+@dataclass(frozen=True)
+class Account:
+    """A user created for a test and the plaintext of its API key."""
+
+    user: User
+    key: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """URL of a database migrated to the latest revision."""
+    upgrade(empty_db_url)
+    return empty_db_url
+
+
+@pytest.fixture
+def app(db_url: str) -> FastAPI:
+    return create_app(Settings(database_url=db_url))
+
+
+@pytest.fixture
+def factory(app: FastAPI) -> sessionmaker[Session]:
+    """The app's own session factory, for arranging and inspecting rows."""
+    result: sessionmaker[Session] = app.state.session_factory
+    return result
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        yield c
+    app.state.engine.dispose()
+
+
+@pytest.fixture
+def account(factory: sessionmaker[Session]) -> Account:
+    with session_scope(factory) as s:
+        user = User(email="ada@example.org", display_name="Ada")
+        s.add(user)
+        s.flush()
+        key = create_api_key(s, user).plaintext
+    return Account(user=user, key=key)
+
+
+def assert_problem(response: httpx.Response, status: int) -> dict[str, object]:
+    """Assert `response` is an RFC 9457 problem with `status`, and return its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, object] = response.json()
+    assert body["status"] == status
+    assert {"type", "title", "status", "detail", "instance"} <= body.keys()
+    assert body["instance"] == response.request.url.path
+    return body
