@@ -31,6 +31,8 @@ def transition(job: Job, new_state: JobState, *, error: str | None = None) -> No
     current = JobState(job.state)
     if not can_transition(current, new_state):
         raise InvalidTransition(current.value, new_state.value)
+    if error is not None and new_state is not JobState.FAILED:
+        raise ValueError("an error message only goes with the failed state")
     job.state = new_state
     now = utcnow()
     if new_state is JobState.RUNNING:
@@ -41,8 +43,6 @@ def transition(job: Job, new_state: JobState, *, error: str | None = None) -> No
         job.progress = 1.0
     if new_state is JobState.FAILED:
         job.error = error
-    elif error is not None:
-        raise ValueError("an error message only goes with the failed state")
 
 
 def append_event(session: Session, job: Job, kind: str, payload: dict[str, Any] | None = None) -> JobEvent:

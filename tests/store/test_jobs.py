@@ -62,8 +62,10 @@ def test_success_completes_progress() -> None:
 
 
 def test_error_message_only_with_failure() -> None:
+    job = Job(state=JobState.RUNNING)
     with pytest.raises(ValueError, match="failed"):
-        transition(Job(state=JobState.RUNNING), JobState.SUCCEEDED, error="nope")
+        transition(job, JobState.SUCCEEDED, error="nope")
+    assert job.state is JobState.RUNNING and job.finished_at is None  # a refused move changes nothing
 
 
 def test_events_append_in_order_and_page(factory: sessionmaker[Session]) -> None:
