@@ -38,12 +38,9 @@ def _prefix(plaintext: str) -> str | None:
 
 def create_api_key(session: Session, user: User, name: str = "") -> IssuedKey:
     """Create a key for `user`; the returned plaintext is the only copy that will ever exist."""
-    plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
-    while _prefix(plaintext) is None:  # pragma: no cover - token_urlsafe(32) is 43 characters
-        plaintext = KEY_PREFIX + secrets.token_urlsafe(32)
-    prefix = _prefix(plaintext)
-    assert prefix is not None
-    row = ApiKey(user_id=user.id, name=name, prefix=prefix, key_hash=hash_key(plaintext))
+    secret = secrets.token_urlsafe(32)  # 43 characters, longer than the lookup prefix
+    plaintext = KEY_PREFIX + secret
+    row = ApiKey(user_id=user.id, name=name, prefix=secret[:PREFIX_CHARS], key_hash=hash_key(plaintext))
     session.add(row)
     session.flush()
     return IssuedKey(row=row, plaintext=plaintext)
