@@ -66,7 +66,7 @@ def upgrade() -> None:
     op.create_table('jobs',
     sa.Column('owner_id', sa.Uuid(), nullable=False),
     sa.Column('dataset_id', sa.Uuid(), nullable=False),
-    sa.Column('budget_tier', sa.Enum('quick', 'standard', 'thorough', name='budgettier', native_enum=False, length=16), nullable=False),
+    sa.Column('budget_tier', sa.Enum('low', 'medium', 'high', 'custom', name='budgettier', native_enum=False, length=16), nullable=False),
     sa.Column('budget_seconds', sa.Integer(), nullable=False),
     sa.Column('constraints', sa.JSON(), nullable=False),
     sa.Column('state', sa.Enum('queued', 'running', 'succeeded', 'failed', 'cancelled', name='jobstate', native_enum=False, length=16), nullable=False),

@@ -29,7 +29,7 @@ def make_dataset(session: Session, owner: User, name: str = "digits") -> Dataset
 def make_job(session: Session, owner: User | None = None) -> Job:
     owner = owner or make_user(session)
     ds = make_dataset(session, owner, name=f"ds-{uuid.uuid4().hex[:6]}")
-    job = Job(owner_id=owner.id, dataset_id=ds.id, budget_tier=BudgetTier.QUICK, budget_seconds=600,
+    job = Job(owner_id=owner.id, dataset_id=ds.id, budget_tier=BudgetTier.LOW, budget_seconds=600,
               constraints={"max_params": 100_000})
     session.add(job)
     session.flush()

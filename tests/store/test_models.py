@@ -81,7 +81,7 @@ def test_candidate_model_and_report_with_bytes(factory: sessionmaker[Session]) -
 
 def test_foreign_key_rejects_unknown_owner_id(factory: sessionmaker[Session]) -> None:
     with pytest.raises(IntegrityError), session_scope(factory) as s:
-        s.add(Job(owner_id=uuid.uuid4(), dataset_id=uuid.uuid4(), budget_tier=BudgetTier.QUICK, budget_seconds=1))
+        s.add(Job(owner_id=uuid.uuid4(), dataset_id=uuid.uuid4(), budget_tier=BudgetTier.LOW, budget_seconds=1))
         s.flush()
 
 
