@@ -26,3 +26,12 @@ class AppendOnly(StoreError):
 
 class InvalidKey(StoreError):
     """A blob key is malformed or escapes the blob store's root."""
+
+
+class DatasetRejected(StoreError):
+    """An uploaded dataset failed validation; `reason` is a stable slug (e.g. 'zip-bomb', 'too-few-classes')."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail

@@ -134,6 +134,8 @@ class Dataset(HasId, Base):
     profile: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     checksum: Mapped[str] = mapped_column(String(64))
     blob_key: Mapped[str] = mapped_column(String(512))
+    format: Mapped[str] = mapped_column(String(16), default="")
+    filename: Mapped[str] = mapped_column(String(255), default="")
     status: Mapped[DatasetStatus] = mapped_column(_enum(DatasetStatus), default=DatasetStatus.UPLOADED)
     error: Mapped[str | None] = mapped_column(Text)
 
@@ -155,6 +157,11 @@ class Job(HasId, Base):
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    queue: Mapped[str] = mapped_column(String(64), default="cpu")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     events: Mapped[list[JobEvent]] = relationship(back_populates="job", order_by="JobEvent.seq")
 
@@ -186,14 +193,22 @@ class Candidate(HasId, Base):
 
 
 class TrainedModel(HasId, Base):
-    """A trained network a job produced: its spec, serialized weights and measured metrics."""
+    """A trained network a job produced: spec, safetensors weights, ONNX export, preprocessing and metrics.
+
+    A job has at most one model per `variant` ("dense", later "compressed"), so a redelivered job never duplicates one.
+    """
 
     __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("job_id", "variant", name="uq_models_job_id_variant"),)
 
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     candidate_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("candidates.id", ondelete="SET NULL"))
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    variant: Mapped[str] = mapped_column(String(32), default="dense")
     weights: Mapped[bytes] = mapped_column(LargeBinary)
+    onnx: Mapped[bytes] = mapped_column(LargeBinary)
+    classes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    preprocessing: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     param_count: Mapped[int] = mapped_column(BigInteger)
     weights_bytes: Mapped[int] = mapped_column(BigInteger)

@@ -59,7 +59,7 @@ def test_candidate_model_and_report_with_bytes(factory: sessionmaker[Session]) -
         cand = Candidate(job_id=job.id, spec={"layers": [{"op": "dense", "units": 8}]}, cost={"device_seconds": 1.5})
         s.add(cand)
         s.flush()
-        model = TrainedModel(job_id=job.id, candidate_id=cand.id, spec=cand.spec, weights=weights,
+        model = TrainedModel(job_id=job.id, candidate_id=cand.id, spec=cand.spec, weights=weights, onnx=b"onnx",
                              metrics={"accuracy": 0.93}, param_count=1234, weights_bytes=len(weights))
         s.add(model)
         s.flush()
