@@ -8,7 +8,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, me
+from api.routes import datasets, health, jobs, me, models
+from api.tasks import make_sender
 from store.db import make_engine, make_session_factory
 from store.settings import Settings
 
@@ -36,7 +37,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.sender = make_sender(settings)
     install_error_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
-    app.include_router(me.router, prefix=API_PREFIX)
+    for module in (me, datasets, jobs, models):
+        app.include_router(module.router, prefix=API_PREFIX)
     return app

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
+from celery import Celery
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
@@ -31,6 +32,13 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+def get_sender(request: Request) -> Celery:
+    """The Celery client the app publishes tasks with."""
+    sender: Celery = request.app.state.sender
+    return sender
+
+
+SenderDep = Annotated[Celery, Depends(get_sender)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 # scope="function": the commit runs before the response is sent, so a failed commit is never reported as success.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]

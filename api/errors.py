@@ -13,7 +13,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from store.errors import AppendOnly, InvalidKey, InvalidTransition, NotFound
+from store.errors import (
+    AppendOnly,
+    Conflict,
+    DatasetRejected,
+    InvalidInput,
+    InvalidKey,
+    InvalidTransition,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+)
 
 PROBLEM_JSON = "application/problem+json"
 log = logging.getLogger(__name__)
@@ -47,6 +57,11 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     InvalidTransition: ProblemType(409, "invalid-transition"),
     AppendOnly: ProblemType(409, "append-only"),
     InvalidKey: ProblemType(400, "invalid-key"),
+    DatasetRejected: ProblemType(422, "dataset-rejected"),
+    InvalidInput: ProblemType(422, "invalid-input"),
+    Conflict: ProblemType(409, "conflict"),
+    PayloadTooLarge: ProblemType(413, "payload-too-large"),
+    Unavailable: ProblemType(503, "unavailable"),
     Unauthenticated: ProblemType(401, "unauthenticated"),
     RequestValidationError: ProblemType(422, "validation-error"),
 }
@@ -88,6 +103,8 @@ def problem_for(exc: Exception, instance: str) -> JSONResponse:
         detail = str(exc)
         if isinstance(exc, Unauthenticated):
             headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if exc.invalid_token else "Bearer"
+        elif isinstance(exc, DatasetRejected):
+            extra["reason"] = exc.reason
         elif isinstance(exc, RequestValidationError):
             detail = "the request is not valid"
             extra["errors"] = jsonable_encoder(_validation_errors(exc))

@@ -35,3 +35,19 @@ class DatasetRejected(StoreError):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+class InvalidInput(StoreError):
+    """A request's content is well-formed but cannot be used (e.g. predict inputs of the wrong kind)."""
+
+
+class Conflict(StoreError):
+    """The request conflicts with the current state (e.g. a dataset name already taken, a dataset still in use)."""
+
+
+class PayloadTooLarge(StoreError):
+    """An upload exceeds the configured size limit."""
+
+
+class Unavailable(StoreError):
+    """A service the request needs (the task broker) does not answer; retrying later may succeed."""

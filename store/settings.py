@@ -20,6 +20,12 @@ class Settings(BaseSettings):
     min_samples_per_class: int = Field(default=5, ge=1)
     max_classes: int = Field(default=1000, ge=2)
     sql_echo: bool = False
+    default_queue: str = Field(default="cpu", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    lease_seconds: float = Field(default=60.0, gt=0)
+    broker_poll_seconds: float = Field(default=0.05, gt=0)
+    visibility_timeout_seconds: int = Field(default=6 * 3600, gt=0)
+    worker_devices: int = Field(default=1, ge=1)
+    admin_email: str = "admin@localhost"
 
 
 def get_settings() -> Settings:

@@ -1,0 +1,70 @@
+"""The task broker's configuration and task names, shared by the API (which sends) and the workers (which run).
+
+Tasks are sent by name (the API never imports the workers), after the job row is committed. References:
+Celery task guide, https://docs.celeryq.dev/en/stable/userguide/tasks.html (acks_late, reject_on_worker_lost).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from store.settings import Settings
+
+SYNTHESIZE = "netsynth.synthesize"
+"""Name of the task that runs one job: `synthesize(job_id: str)`."""
+
+QUEUES = ("cpu", "gpu")
+"""The queues workers serve: jobs go to `Settings.default_queue`; a worker names the ones it serves."""
+
+_FILESYSTEM = "filesystem://"
+
+
+def filesystem_dir(broker_url: str) -> Path | None:
+    """The folder of a `filesystem://PATH` broker URL, or None for any other broker."""
+    if not broker_url.startswith(_FILESYSTEM):
+        return None
+    return Path(broker_url.removeprefix(_FILESYSTEM) or "./var/broker")
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery settings of both ends: late acks, requeue on worker loss, one prefetched task, JSON only."""
+    config: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_timeout": 5,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_ignore_result": True,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "task_default_queue": settings.default_queue,
+        "task_create_missing_queues": True,
+        "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
+        "worker_prefetch_multiplier": 1,
+        "worker_concurrency": settings.worker_devices,
+        "worker_hijack_root_logger": False,
+        "worker_send_task_events": False,
+    }
+    folder = filesystem_dir(settings.broker_url)
+    if folder is not None:
+        queue_dir = folder.resolve()
+        queue_dir.mkdir(parents=True, exist_ok=True)
+        (queue_dir / "processed").mkdir(exist_ok=True)
+        config["broker_url"] = "filesystem://"
+        config["broker_transport_options"] = {
+            "data_folder_in": str(queue_dir),
+            "data_folder_out": str(queue_dir),
+            "processed_folder": str(queue_dir / "processed"),
+            "store_processed": False,
+            "polling_interval": settings.broker_poll_seconds,
+        }
+    elif settings.broker_url.startswith(("redis://", "rediss://")):
+        config["broker_transport_options"] = {"visibility_timeout": settings.visibility_timeout_seconds}
+    return config
+
+
+def time_limits(budget_seconds: float) -> tuple[float, float]:
+    """Soft and hard time limits of a job's task: the budget with 10 % + 60 s of grace, then 60 s more."""
+    soft = budget_seconds * 1.1 + 60
+    return soft, soft + 60

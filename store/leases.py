@@ -1,0 +1,107 @@
+"""Which worker runs a job: a renewable lease, so a redelivered or duplicated task never runs a job twice.
+
+A worker claims a job before running it and renews the claim while it works. A task that finds the job
+finished (or gone) is a duplicate and does nothing; one that finds a live claim held elsewhere waits; one
+that finds an expired claim (its worker died) takes the job over and restarts it.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.base import utcnow
+from store.jobs import TERMINAL, append_event, transition
+from store.models import Job, JobState
+
+
+class Outcome(enum.StrEnum):
+    """What a claim attempt found."""
+
+    CLAIMED = "claimed"  # the caller now runs the job
+    FINISHED = "finished"  # the job is terminal or deleted: drop the task
+    CANCELLED = "cancelled"  # cancellation was requested before the job started: now cancelled
+    BUSY = "busy"  # another live worker holds the job: try again after `retry_after` seconds
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of `claim`: the outcome, the attempt number when claimed, the wait when busy."""
+
+    outcome: Outcome
+    attempt: int = 0
+    retry_after: float = 0.0
+
+
+class LeaseLost(Exception):
+    """The job's lease now belongs to another worker (or the job is gone): stop working on it."""
+
+
+def _lock(session: Session, job_id: uuid.UUID) -> Job | None:
+    return session.scalars(select(Job).where(Job.id == job_id).with_for_update()).first()
+
+
+def claim(session: Session, job_id: uuid.UUID, owner: str, ttl_s: float,
+          holder_dead: Callable[[str], bool] = lambda _owner: False) -> Claim:
+    """Try to take `job_id` for `owner` for `ttl_s` seconds; `holder_dead(owner)` may say a live-looking holder died."""
+    job = _lock(session, job_id)
+    if job is None or job.state in TERMINAL:
+        return Claim(Outcome.FINISHED)
+    now = utcnow()
+    holder, expires = job.lease_owner, job.lease_expires_at
+    if holder is not None and holder != owner and expires is not None and expires > now and not holder_dead(holder):
+        return Claim(Outcome.BUSY, retry_after=(expires - now).total_seconds())
+    if job.cancel_requested_at is not None:
+        transition(job, JobState.CANCELLED)
+        job.lease_owner = job.lease_expires_at = None
+        append_event(session, job, "cancelled", {"before_start": job.started_at is None})
+        return Claim(Outcome.CANCELLED)
+    restarted = job.state is JobState.RUNNING
+    if job.state is JobState.QUEUED:
+        transition(job, JobState.RUNNING)
+    job.attempts += 1
+    job.lease_owner, job.lease_expires_at = owner, now + timedelta(seconds=ttl_s)
+    job.progress, job.stage = 0.0, "starting"
+    append_event(session, job, "attempt", {"attempt": job.attempts, "worker": owner, "restarted": restarted})
+    return Claim(Outcome.CLAIMED, attempt=job.attempts)
+
+
+def renew(session: Session, job_id: uuid.UUID, owner: str, ttl_s: float) -> Job:
+    """Extend `owner`'s lease on a running job and return the job; raise LeaseLost when it is no longer ours."""
+    job = _lock(session, job_id)
+    if job is None or job.state is not JobState.RUNNING or job.lease_owner != owner:
+        raise LeaseLost(f"job {job_id} is no longer leased to {owner}")
+    job.lease_expires_at = utcnow() + timedelta(seconds=ttl_s)
+    return job
+
+
+def release(job: Job) -> None:
+    """Clear a job's lease (when it ends, or before it is handed to another worker)."""
+    job.lease_owner = job.lease_expires_at = None
+
+
+def request_cancel(session: Session, job: Job) -> None:
+    """Cancel a queued job now; ask a running one's worker to stop (it cancels within seconds). Idempotent."""
+    if job.state in TERMINAL:
+        return
+    if job.state is JobState.QUEUED:
+        transition(job, JobState.CANCELLED)
+        append_event(session, job, "cancelled", {"before_start": True})
+        return
+    if job.cancel_requested_at is None:
+        job.cancel_requested_at = utcnow()
+        append_event(session, job, "cancel_requested", {})
+
+
+def abandoned(session: Session, now: datetime | None = None) -> list[Job]:
+    """Running jobs whose lease expired: their worker died and no task of theirs is alive."""
+    now = now or utcnow()
+    query = select(Job).where(Job.state == JobState.RUNNING, Job.lease_expires_at.is_not(None),
+                              Job.lease_expires_at < now)
+    return list(session.scalars(query))
