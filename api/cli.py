@@ -1,8 +1,11 @@
-"""The `netsynth` command line: migrate the database, create users with an API key, serve the API."""
+"""The `netsynth` command line: migrate the database, create users, serve the API, run workers, run it all."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,17 +41,16 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> None:
     print(f"database migrated to {args.revision}")
 
 
-def cmd_user_create(settings: Settings, args: argparse.Namespace) -> None:
-    """Create a user and print its first API key, which is shown only this once."""
-    email = args.email.strip()
-    if "@" not in email or len(email) > 320:
-        raise CliError(f"{args.email!r} is not an email address")
+def _create_user(settings: Settings, email: str, name: str, *, only_if_no_users: bool = False) -> str | None:
+    """Create a user with a first API key and return the key; None when `only_if_no_users` and users exist."""
     engine = make_engine(settings.database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
+            if only_if_no_users and session.scalars(select(User.id)).first() is not None:
+                return None
             if session.scalars(select(User).where(User.email == email)).first() is not None:
                 raise CliError(f"a user with email {email!r} already exists")
-            user = User(email=email, display_name=args.name or email.split("@", 1)[0])
+            user = User(email=email, display_name=name or email.split("@", 1)[0])
             session.add(user)
             session.flush()
             issued = create_api_key(session, user, name="cli")
@@ -57,8 +59,17 @@ def cmd_user_create(settings: Settings, args: argparse.Namespace) -> None:
     finally:
         engine.dispose()
     print(f"created user {email} ({user.id})")
+    return issued.plaintext
+
+
+def cmd_user_create(settings: Settings, args: argparse.Namespace) -> None:
+    """Create a user and print its first API key, which is shown only this once."""
+    email = args.email.strip()
+    if "@" not in email or len(email) > 320:
+        raise CliError(f"{args.email!r} is not an email address")
+    key = _create_user(settings, email, args.name)
     print("API key (shown once, store it now):", file=sys.stderr)
-    print(issued.plaintext)
+    print(key)
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
@@ -68,6 +79,44 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
     from api.app import create_app
 
     uvicorn.run(create_app(settings), host=args.host, port=args.port)
+
+
+def worker_command(queues: str, concurrency: int) -> list[str]:
+    """The command that starts a Celery worker process serving `queues` with one pool process per device."""
+    return [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--queues", queues,
+            "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO",
+            "--hostname", f"netsynth-{queues.replace(',', '-')}@%h"]
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> None:
+    """Replace this process with a Celery worker (the workers' code is loaded by name, never imported here)."""
+    command = worker_command(args.queues, args.concurrency or settings.worker_devices)
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
+    """The embedded default: migrate, create a local admin on first start, then serve the API and one worker."""
+    import uvicorn
+
+    from api.app import create_app
+
+    _ensure_sqlite_dir(settings.database_url)
+    migrate.upgrade(settings.database_url)
+    key = _create_user(settings, settings.admin_email, "admin", only_if_no_users=True)
+    if key is not None:
+        print(f"local admin {settings.admin_email}: API key (shown once, store it now): {key}", flush=True)
+    worker = subprocess.Popen(worker_command(args.queues, settings.worker_devices), start_new_session=True)
+    try:
+        uvicorn.run(create_app(settings), host=args.host, port=args.port)
+    finally:
+        worker.send_signal(signal.SIGTERM)  # warm shutdown: a running job's lease lapses and it is requeued
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+        print("netsynth stopped", flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
+    p = sub.add_parser("worker", help="run a Celery worker: one job at a time per device")
+    p.add_argument("--queues", default=settings_queue(), help="comma-separated queues to serve (cpu, gpu)")
+    p.add_argument("--concurrency", type=int, default=0, help="jobs at once, one per device (default: "
+                   "NETSYNTH_WORKER_DEVICES)")
+    p.set_defaults(func=cmd_worker)
+    p = sub.add_parser("run", help="migrate, create a local admin, serve the API with one worker (Ctrl-C stops)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--queues", default=settings_queue())
+    p.set_defaults(func=cmd_run)
     return parser
+
+
+def settings_queue() -> str:
+    """The default queue, from the environment's settings."""
+    return Settings().default_queue
 
 
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:

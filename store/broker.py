@@ -9,6 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from store.errors import Unavailable
+from store.models import Job
 from store.settings import Settings
 
 SYNTHESIZE = "netsynth.synthesize"
@@ -68,3 +73,16 @@ def time_limits(budget_seconds: float) -> tuple[float, float]:
     """Soft and hard time limits of a job's task: the budget with 10 % + 60 s of grace, then 60 s more."""
     soft = budget_seconds * 1.1 + 60
     return soft, soft + 60
+
+
+def enqueue_synthesize(sender: Celery, job: Job) -> None:
+    """Publish `synthesize(job.id)` to the job's queue with time limits from its budget; call after the commit.
+
+    Raises Unavailable when the broker does not answer.
+    """
+    soft, hard = time_limits(job.budget_seconds)
+    options: dict[str, Any] = {"queue": job.queue, "soft_time_limit": soft, "time_limit": hard}
+    try:
+        sender.send_task(SYNTHESIZE, args=[str(job.id)], **options)
+    except (OperationalError, OSError) as exc:
+        raise Unavailable(f"the task broker does not answer: {exc}") from exc

@@ -82,8 +82,16 @@ def renew(session: Session, job_id: uuid.UUID, owner: str, ttl_s: float) -> Job:
 
 
 def release(job: Job) -> None:
-    """Clear a job's lease (when it ends, or before it is handed to another worker)."""
+    """Clear a job's lease when it ends."""
     job.lease_owner = job.lease_expires_at = None
+
+
+def hand_over(session: Session, job: Job, wait_s: float) -> None:
+    """Free an abandoned job for the next worker to claim at once; if none has within `wait_s`, it is abandoned
+    again (so a lost redelivery is retried, but a redelivery waiting in the queue is not sent twice)."""
+    job.lease_owner = None
+    job.lease_expires_at = utcnow() + timedelta(seconds=wait_s)
+    append_event(session, job, "requeued", {"reason": "its worker stopped renewing the lease"})
 
 
 def request_cancel(session: Session, job: Job) -> None:

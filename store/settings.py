@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from store.ingest.limits import Limits
+
 
 class Settings(BaseSettings):
     """Every knob the service reads; `.env.example` documents each one."""
@@ -26,6 +28,11 @@ class Settings(BaseSettings):
     visibility_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
+
+    def ingest_limits(self, resize: tuple[int, int] | None = None) -> Limits:
+        """The dataset validation limits these settings configure (with an optional declared image resize)."""
+        return Limits(max_upload_bytes=self.max_upload_bytes, min_samples_per_class=self.min_samples_per_class,
+                      max_classes=self.max_classes, resize=resize)
 
 
 def get_settings() -> Settings:

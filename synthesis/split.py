@@ -1,0 +1,39 @@
+"""Stratified train / validation / test splits with a recorded seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Split:
+    """Row indices of each part of a dataset."""
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    seed: int
+
+
+def stratified_split(y: np.ndarray, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:
+    """Split row indices so each class keeps its proportion in every part; every class keeps >= 1 training row.
+
+    A class of n rows puts round(n * fraction) rows (at least one when n >= 3) into validation and into test.
+    """
+    if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1 or val_fraction + test_fraction >= 1:
+        raise ValueError("val_fraction and test_fraction must be in [0, 1) and sum below 1")
+    rng = np.random.default_rng(seed)
+    parts: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    for cls in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == cls))
+        n = len(rows)
+        n_val = max(round(n * val_fraction), 1 if n >= 3 and val_fraction > 0 else 0)
+        n_test = max(round(n * test_fraction), 1 if n >= 3 and test_fraction > 0 else 0)
+        n_val, n_test = min(n_val, max(n - 1, 0)), min(n_test, max(n - 1 - n_val, 0))
+        parts[1].append(rows[:n_val])
+        parts[2].append(rows[n_val:n_val + n_test])
+        parts[0].append(rows[n_val + n_test:])
+    train, val, test = (np.sort(np.concatenate(p)).astype(np.int64) for p in parts)
+    return Split(train=train, val=val, test=test, seed=seed)

@@ -1,0 +1,41 @@
+"""The Celery app of the workers: `celery -A workers.app worker` (or `netsynth worker`) runs it.
+
+Each pool process runs one job at a time on one device: the pool has `Settings.worker_devices` processes, and
+with `NETSYNTH_PIN_GPUS=1` process i sees only GPU i. JAX is imported in the pool processes only (and XLA's
+flags set before its backend starts), never in the worker's main process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery import Celery, signals
+
+from store.broker import celery_config
+from store.settings import Settings
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    """The workers' Celery app on `settings` (read from the environment when omitted), with its tasks."""
+    settings = settings or Settings()
+    celery = Celery("netsynth", config_source=celery_config(settings))
+    celery.conf.include = ["workers.tasks"]
+    return celery
+
+
+@signals.worker_process_init.connect
+def _prepare_pool_process(**_kwargs: Any) -> None:
+    """Before a pool process imports JAX: the XLA:CPU flags core was tuned with, and one GPU per process."""
+    from billiard.process import current_process
+
+    from core.kernels import CPU_XLA_FLAGS  # imports JAX; XLA reads its flags when the backend starts, later
+
+    current = os.environ.get("XLA_FLAGS", "")
+    extra = [f for f in CPU_XLA_FLAGS if f.split("=")[0] not in current]
+    os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+    if os.environ.get("NETSYNTH_PIN_GPUS") == "1":
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(getattr(current_process(), "index", 0) or 0)
+
+
+app = make_app()

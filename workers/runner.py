@@ -1,0 +1,132 @@
+"""Run one job: claim it, train on its dataset within its budget, save exactly one model, finish the job.
+
+Idempotent: a redelivered task for a finished job does nothing; one for a job whose worker died restarts it
+(its attempt number grows); the model is saved in the same transaction that marks the job succeeded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.blobs import BlobStore
+from store.db import session_scope
+from store.jobs import TERMINAL, append_event, transition
+from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
+from store.models import Dataset, Job, JobState, TrainedModel
+from store.settings import Settings
+
+log = logging.getLogger(__name__)
+HOST = socket.gethostname()
+
+
+class Busy(Exception):
+    """Another live worker holds the job; retry after `retry_after` seconds."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"the job is held by another worker; retry in {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a job run needs from its worker: settings, database sessions, the blob store, its own identity."""
+
+    settings: Settings
+    factory: sessionmaker[Session]
+    blobs: BlobStore
+    owner: str
+
+
+def worker_identity() -> str:
+    """A lease owner name: host, process id and a random suffix."""
+    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_dead(owner: str) -> bool:
+    """Whether a lease holder on this host is a process that no longer exists (other hosts: unknown, False)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != HOST or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def run_job(ctx: Context, job_id: uuid.UUID) -> str:
+    """Run `job_id` to a terminal state and return what happened; raise Busy when another worker holds it."""
+    with session_scope(ctx.factory) as session:
+        got: Claim = claim(session, job_id, ctx.owner, ctx.settings.lease_seconds, holder_dead)
+    if got.outcome is Outcome.BUSY:
+        raise Busy(got.retry_after)
+    if got.outcome is not Outcome.CLAIMED:
+        return got.outcome.value
+    from synthesis.default import train_default  # JAX loads here, in the pool process only
+    from workers.data import prepare
+    from workers.reporter import DbReporter, JobCancelled, LeaseTaken
+
+    reporter = DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds)
+    try:
+        with session_scope(ctx.factory) as session:
+            job = session.get_one(Job, job_id)
+            dataset = session.get_one(Dataset, job.dataset_id)
+            budget = float(job.budget_seconds)
+        reporter.stage("loading")
+        prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits())
+        result = train_default(prepared.task, budget, reporter)
+        model = TrainedModel(job_id=job_id, variant="dense", spec=result.spec, weights=result.weights,
+                             onnx=result.onnx, classes=prepared.classes, preprocessing=prepared.preprocessing,
+                             metrics=result.metrics, param_count=result.param_count,
+                             weights_bytes=len(result.weights))
+        return _succeed(ctx, job_id, model, reporter.elapsed())
+    except JobCancelled:
+        return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed())
+    except LeaseTaken:
+        log.warning("job %s: another worker took it over; stopping", job_id)
+        return "lease-lost"
+    except Exception as exc:
+        log.exception("job %s failed", job_id)
+        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(), error=f"{type(exc).__name__}: {exc}")
+
+
+def _succeed(ctx: Context, job_id: uuid.UUID, model: TrainedModel, spent: float) -> str:
+    try:
+        with session_scope(ctx.factory) as session:
+            job = renew(session, job_id, ctx.owner, ctx.settings.lease_seconds)
+            existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
+                                                                     TrainedModel.variant == model.variant)).first()
+            if existing is None:
+                session.add(model)
+                session.flush()
+            job.device_seconds, job.stage = round(spent, 3), "done"
+            transition(job, JobState.SUCCEEDED)
+            release(job)
+            append_event(session, job, "succeeded", {"model_id": str(existing or model.id),
+                                                     "metrics": {k: v for k, v in model.metrics.items()
+                                                                 if isinstance(v, int | float | str)}})
+    except LeaseLost:
+        return "lease-lost"
+    return JobState.SUCCEEDED.value
+
+
+def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: str | None = None) -> str:
+    with session_scope(ctx.factory) as session:
+        job = session.get(Job, job_id, with_for_update=True)
+        if job is None or job.state in TERMINAL or job.lease_owner != ctx.owner:
+            return "lease-lost"
+        job.device_seconds = round(spent, 3)
+        transition(job, state, error=error)
+        release(job)
+        append_event(session, job, state.value, {"error": error} if error else {})
+    return state.value

@@ -1,0 +1,82 @@
+"""The workers' tasks, registered by name: `netsynth.synthesize(job_id)`; and the reaper of abandoned jobs."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import uuid
+from typing import Any
+
+from celery import Task, signals
+
+from store.blobs import FileBlobStore
+from store.broker import SYNTHESIZE, enqueue_synthesize
+from store.db import make_engine, make_session_factory, session_scope
+from store.leases import abandoned, hand_over
+from store.settings import Settings
+from workers.app import app
+from workers.runner import Busy, Context, run_job, worker_identity
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _context() -> Context:
+    """This pool process's settings, database engine and blob store, made on first use (after the fork)."""
+    settings = Settings()
+    factory = make_session_factory(make_engine(settings.database_url))
+    return Context(settings, factory, FileBlobStore(settings.blob_dir), worker_identity())
+
+
+@app.task(name=SYNTHESIZE, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def synthesize(self: Task[Any, Any], job_id: str) -> str:
+    """Run one job to its end; a copy of the task for a job another live worker holds retries later."""
+    try:
+        jid = uuid.UUID(job_id)
+    except ValueError:
+        log.error("synthesize: %r is not a job id; dropped", job_id)
+        return "invalid-id"
+    ctx = _context()
+    try:
+        return run_job(ctx, jid)
+    except Busy as busy:
+        raise self.retry(countdown=min(max(busy.retry_after, 1.0), ctx.settings.lease_seconds)) from busy
+
+
+def reap_once(settings: Settings) -> list[uuid.UUID]:
+    """Send abandoned running jobs (their worker died; the broker will not redeliver) to the queue again."""
+    engine = make_engine(settings.database_url)
+    try:
+        with session_scope(make_session_factory(engine)) as session:
+            jobs = abandoned(session)
+            for job in jobs:
+                hand_over(session, job, wait_s=max(settings.lease_seconds * 10, 600))
+        for job in jobs:
+            enqueue_synthesize(app, job)
+            log.warning("job %s requeued: its worker stopped renewing the lease", job.id)
+        return [job.id for job in jobs]
+    finally:
+        engine.dispose()
+
+
+_stop = threading.Event()
+
+
+def _reap_forever(settings: Settings) -> None:
+    while not _stop.wait(settings.lease_seconds / 2):
+        try:
+            reap_once(settings)
+        except Exception:
+            log.exception("the reaper failed; trying again later")
+
+
+@signals.worker_ready.connect
+def _start_reaper(**_kwargs: Any) -> None:
+    _stop.clear()
+    threading.Thread(target=_reap_forever, args=(Settings(),), name="netsynth-reaper", daemon=True).start()
+
+
+@signals.worker_shutdown.connect
+def _stop_reaper(**_kwargs: Any) -> None:
+    _stop.set()
