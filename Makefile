@@ -1,10 +1,11 @@
-# netsynth: `make test` sets up .venv when missing, installs, lints and runs the tests.
+# netsynth: `make run` sets up .venv, installs and starts the service (API + one worker, SQLite, a filesystem
+# broker under ./var) at http://127.0.0.1:8000; `make test` installs, lints and runs the tests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit bench clean
+.PHONY: install frontend run test lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# the dashboard, when frontend/ has one: built to static files the API serves
+frontend:
+	@if [ -f frontend/package.json ]; then cd frontend && npm ci --no-audit --no-fund && npm run build; fi
+
+run: install frontend
+	$(BIN)/netsynth run
 
 lint: install
 	$(BIN)/ruff check .

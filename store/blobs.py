@@ -17,10 +17,18 @@ _CHUNK = 1024 * 1024
 
 @runtime_checkable
 class BlobStore(Protocol):
-    """Where dataset files live; an S3-compatible store can implement the same four methods."""
+    """Where dataset files live; an S3-compatible store can implement the same methods."""
 
     def put(self, stream: BinaryIO, key: str | None = None) -> str:
         """Store the stream's bytes under `key` (a new key when None) and return the key."""
+        ...
+
+    def put_file(self, path: Path, key: str | None = None) -> str:
+        """Store a local file's bytes under `key` (a new key when None), consuming the file, and return the key."""
+        ...
+
+    def staging_dir(self) -> Path:
+        """A local folder for files being received before `put_file` stores them."""
         ...
 
     def open(self, key: str) -> BinaryIO:
@@ -74,6 +82,28 @@ class FileBlobStore:
             Path(tmp).unlink(missing_ok=True)
             raise
         return key
+
+    def put_file(self, path: Path, key: str | None = None) -> str:
+        """Store a local file's bytes under `key` (a new key when None), consuming the file, and return the key.
+
+        A file on the store's filesystem is renamed into place; any other is copied, then removed.
+        """
+        key = key if key is not None else uuid.uuid4().hex
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(path, target)
+        except OSError:  # another filesystem: copy atomically, then drop the source
+            with Path(path).open("rb") as stream:
+                self.put(stream, key)
+            Path(path).unlink(missing_ok=True)
+        return key
+
+    def staging_dir(self) -> Path:
+        """A folder on the store's filesystem for files being received (so `put_file` renames them)."""
+        folder = self.root / ".staging"
+        folder.mkdir(exist_ok=True)
+        return folder
 
     def open(self, key: str) -> BinaryIO:
         """Return a binary reader of the blob; raise NotFound when it does not exist."""

@@ -146,7 +146,8 @@ class Job(HasId, Base):
     __tablename__ = "jobs"
 
     owner_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id", ondelete="RESTRICT"), index=True)
+    # SET NULL: deleting a dataset (its data) keeps the finished jobs and models trained on it
+    dataset_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     budget_tier: Mapped[BudgetTier] = mapped_column(_enum(BudgetTier))
     budget_seconds: Mapped[int] = mapped_column(Integer)
     constraints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

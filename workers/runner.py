@@ -80,6 +80,8 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
     try:
         with session_scope(ctx.factory) as session:
             job = session.get_one(Job, job_id)
+            if job.dataset_id is None:
+                raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
             budget = float(job.budget_seconds)
         reporter.stage("loading")

@@ -31,6 +31,11 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('lease_owner', sa.String(length=200), nullable=True))
         batch_op.add_column(sa.Column('lease_expires_at', sa.DateTime(timezone=True), nullable=True))
         batch_op.add_column(sa.Column('cancel_requested_at', sa.DateTime(timezone=True), nullable=True))
+        # deleting a dataset keeps the jobs (and models) trained on it
+        batch_op.alter_column('dataset_id', existing_type=sa.Uuid(), nullable=True)
+        batch_op.drop_constraint('fk_jobs_dataset_id_datasets', type_='foreignkey')
+        batch_op.create_foreign_key('fk_jobs_dataset_id_datasets', 'datasets', ['dataset_id'], ['id'],
+                                    ondelete='SET NULL')
 
     with op.batch_alter_table('models', schema=None) as batch_op:
         batch_op.add_column(sa.Column('variant', sa.String(length=32), nullable=False, server_default='dense'))
@@ -51,7 +56,12 @@ def downgrade() -> None:
         batch_op.drop_column('onnx')
         batch_op.drop_column('variant')
 
+    op.execute("DELETE FROM jobs WHERE dataset_id IS NULL")
     with op.batch_alter_table('jobs', schema=None) as batch_op:
+        batch_op.drop_constraint('fk_jobs_dataset_id_datasets', type_='foreignkey')
+        batch_op.create_foreign_key('fk_jobs_dataset_id_datasets', 'datasets', ['dataset_id'], ['id'],
+                                    ondelete='RESTRICT')
+        batch_op.alter_column('dataset_id', existing_type=sa.Uuid(), nullable=False)
         batch_op.drop_column('cancel_requested_at')
         batch_op.drop_column('lease_expires_at')
         batch_op.drop_column('lease_owner')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -46,8 +47,14 @@ def db_url(empty_db_url: str) -> str:
 
 
 @pytest.fixture
-def app(db_url: str) -> FastAPI:
-    return create_app(Settings(database_url=db_url))
+def settings(db_url: str, tmp_path: Path) -> Settings:
+    """Settings on the test database, with the blob store and a filesystem broker under tmp_path."""
+    return Settings(database_url=db_url, blob_dir=tmp_path / "blobs", broker_url=f"filesystem://{tmp_path}/broker")
+
+
+@pytest.fixture
+def app(settings: Settings) -> FastAPI:
+    return create_app(settings)
 
 
 @pytest.fixture

@@ -1,0 +1,17 @@
+# netsynth image for the API and the workers (docker-compose.yml). EXTRAS=gpu adds JAX's CUDA 12 wheels.
+FROM python:3.11-slim
+ARG EXTRAS=""
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+COPY pyproject.toml README.md alembic.ini ./
+COPY core ./core
+COPY synthesis ./synthesis
+COPY store ./store
+COPY workers ./workers
+COPY api ./api
+COPY migrations ./migrations
+RUN pip install --upgrade pip && pip install -e ".${EXTRAS:+[$EXTRAS]}"
+RUN useradd --create-home --uid 1000 netsynth && mkdir -p /data && chown netsynth /data
+USER netsynth
+EXPOSE 8000
+CMD ["netsynth", "serve", "--host", "0.0.0.0", "--port", "8000"]
