@@ -1,10 +1,18 @@
-"""Synthesis progress written to the job's row and event log; cancellation and lost leases stop synthesis."""
+"""Synthesis progress written to the job's row and event log, with a heartbeat that holds the job's lease.
+
+The heartbeat thread renews the lease every third of its length whatever synthesis is doing (compiling,
+evaluating), so only a dead process loses its job. It also notices cancellation and a lease taken over by
+another worker; synthesis learns of both at its next report, which raises `Stopped`.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -13,6 +21,8 @@ from store.db import session_scope
 from store.jobs import append_event
 from store.leases import LeaseLost, renew
 from synthesis.progress import Stopped
+
+log = logging.getLogger(__name__)
 
 
 class JobCancelled(Stopped):
@@ -24,7 +34,7 @@ class LeaseTaken(Stopped):
 
 
 class DbReporter:
-    """A `synthesis.progress.Reporter` for one job: renews the lease and checks for cancellation as it writes."""
+    """A `synthesis.progress.Reporter` for one job, used as a context manager that runs the heartbeat."""
 
     def __init__(self, factory: sessionmaker[Session], job_id: uuid.UUID, owner: str, lease_s: float,
                  min_interval_s: float = 0.5) -> None:
@@ -34,38 +44,65 @@ class DbReporter:
         self._last = -float("inf")
         self._stage: str | None = None
         self._fraction = 0.0
+        self._cancelled = self._lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{job_id}", daemon=True)
+
+    def __enter__(self) -> DbReporter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
 
     def elapsed(self) -> float:
         """Seconds since this attempt started (device-seconds on a one-device worker)."""
         return time.monotonic() - self.started
 
-    def _write(self, payload: tuple[str, Mapping[str, Any]] | None = None) -> None:
+    def _write(self, payload: tuple[str, Mapping[str, Any]] | None = None, *, with_progress: bool = True) -> None:
+        """Renew the lease, record progress (and an event); note a cancellation or a lost lease."""
         try:
             with session_scope(self.factory) as session:
                 job = renew(session, self.job_id, self.owner, self.lease_s)
-                job.progress = max(0.0, min(self._fraction, 1.0))
-                job.stage = self._stage
+                if with_progress:
+                    job.progress = max(0.0, min(self._fraction, 1.0))
+                    job.stage = self._stage
                 job.device_seconds = round(self.elapsed(), 3)
                 if payload is not None:
                     append_event(session, job, payload[0], dict(payload[1]))
-                cancelled = job.cancel_requested_at is not None
-        except LeaseLost as exc:
-            raise LeaseTaken(str(exc)) from exc
-        self._last = time.monotonic()
-        if cancelled:
+                self._cancelled = self._cancelled or job.cancel_requested_at is not None
+        except LeaseLost:
+            self._lost = True
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                self._write(with_progress=False)
+            except Exception:  # a database hiccup: the next beat tries again before the lease lapses
+                log.exception("job %s: lease renewal failed", self.job_id)
+
+    def _check(self) -> None:
+        if self._lost:
+            raise LeaseTaken(f"job {self.job_id} is no longer leased to {self.owner}")
+        if self._cancelled:
             raise JobCancelled(f"job {self.job_id} was cancelled")
 
     def stage(self, name: str) -> None:
         """Record the new stage and log it."""
         self._stage = name
         self._write(("stage", {"stage": name}))
+        self._check()
 
     def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
         """Record progress, at most every `min_interval_s` seconds."""
         self._fraction = fraction
         if time.monotonic() - self._last >= self.min_interval_s:
+            self._last = time.monotonic()
             self._write()
+        self._check()
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Log an event (and record progress with it)."""
         self._write((kind, payload))
+        self._check()

@@ -12,6 +12,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -21,6 +22,7 @@ from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
 from store.models import Dataset, Job, JobState, TrainedModel
 from store.settings import Settings
+from workers.reporter import DbReporter, JobCancelled, LeaseTaken
 
 log = logging.getLogger(__name__)
 HOST = socket.gethostname()
@@ -72,11 +74,14 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
         raise Busy(got.retry_after)
     if got.outcome is not Outcome.CLAIMED:
         return got.outcome.value
+    with DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds) as reporter:
+        return _run(ctx, job_id, reporter)
+
+
+def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
     from synthesis.default import train_default  # JAX loads here, in the pool process only
     from workers.data import prepare
-    from workers.reporter import DbReporter, JobCancelled, LeaseTaken
 
-    reporter = DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds)
     try:
         with session_scope(ctx.factory) as session:
             job = session.get_one(Job, job_id)
@@ -94,6 +99,9 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
         return _succeed(ctx, job_id, model, reporter.elapsed())
     except JobCancelled:
         return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed())
+    except SoftTimeLimitExceeded:
+        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
+                    error="the job ran past its budget's time limit and was stopped")
     except LeaseTaken:
         log.warning("job %s: another worker took it over; stopping", job_id)
         return "lease-lost"
