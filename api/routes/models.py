@@ -1,7 +1,187 @@
-"""`/models`: placeholder router, filled in by its owner."""
+"""`/models`: a trained model's description, its downloads (ONNX or a native zip) and predictions with it."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from python_multipart.multipart import parse_options_header
+from sqlalchemy import select
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from api.deps import CurrentUser, SessionDep
+from api.inference import SESSIONS
+from api.package import native_package
+from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
+from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
+from store.ingest import Limits, TextEncoder, decode_image
+from store.models import Job, TrainedModel
 
 router = APIRouter(prefix="/models", tags=["models"])
+
+MAX_INPUTS = 256
+"""Most inputs (files or texts) one predict request may carry."""
+MAX_PREDICT_BYTES = 20 * 1024 * 1024
+"""Most bytes a predict request's body may have."""
+
+_PREDICT_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {"schema": {
+            "type": "object", "required": ["files"],
+            "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                                     "description": "PNG or JPEG images, for an image model."}},
+        }},
+        "application/json": {"schema": TextsIn.model_json_schema()},
+    },
+}
+
+
+def owned_model(model_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> TrainedModel:
+    """The model `model_id` if the user's job made it; NotFound otherwise, whether it is missing or not theirs."""
+    row = session.execute(
+        select(TrainedModel, Job).join(Job, Job.id == TrainedModel.job_id)
+        .where(TrainedModel.id == model_id, Job.owner_id == user.id)
+    ).first()
+    if row is None:
+        raise NotFound(f"no model {model_id}")
+    return row[0]
+
+
+OwnedModel = Annotated[TrainedModel, Depends(owned_model)]
+
+
+@router.get("/{model_id}")
+def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
+    """Describe a trained model: classes, metrics, size and the input it takes."""
+    job = session.get_one(Job, model.job_id)
+    return ModelOut(
+        id=model.id, job_id=model.job_id, dataset_id=job.dataset_id, variant=model.variant,
+        created_at=model.created_at, classes=model.classes, metrics=model.metrics, param_count=model.param_count,
+        weights_bytes=model.weights_bytes, onnx_bytes=len(model.onnx), input=model.spec.get("input", {}),
+        preprocessing=model.preprocessing["kind"],
+    )
+
+
+@router.get(
+    "/{model_id}/download",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}, "application/zip": {}},
+                     "description": "The ONNX graph, or the native zip."}},
+)
+def download_model(
+    model: OwnedModel, fmt: Annotated[ExportFormat, Query(alias="format")] = ExportFormat.ONNX,
+) -> Response:
+    """Download the model as ONNX (`format=onnx`), or as a zip of spec, weights, ONNX, labels and metrics."""
+    stem = f"netsynth-model-{model.id.hex[:8]}"
+    if fmt is ExportFormat.ONNX:
+        content, media_type, filename = bytes(model.onnx), "application/octet-stream", f"{stem}.onnx"
+    else:
+        content, media_type, filename = native_package(model), "application/zip", f"{stem}.zip"
+    return Response(content, media_type=media_type,
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+@router.post("/{model_id}/predict", openapi_extra={"requestBody": _PREDICT_BODY})
+async def predict(model: OwnedModel, request: Request) -> PredictOut:
+    """Classify up to 256 inputs (20 MB in all): image files as multipart `files` for an image model, or
+    JSON `{"texts": [...]}` for a text model."""
+    media_type, options = parse_options_header(request.headers.get("content-type", ""))
+    kind = model.preprocessing["kind"]
+    if media_type == b"multipart/form-data":
+        if kind != "image":
+            raise InvalidInput(f"this model takes {kind} input, not image files")
+        files = await _files(request.headers, options.get(b"boundary", b""), await _read_body(request))
+        batch = await run_in_threadpool(_pixels, files, model.preprocessing)
+    elif media_type == b"application/json":
+        if kind != "text":
+            raise InvalidInput(f"this model takes {kind} input, not texts")
+        texts = _texts(await _read_body(request))
+        batch = await run_in_threadpool(_token_ids, texts, model.preprocessing)
+    else:
+        raise InvalidInput("send multipart/form-data with image 'files', or application/json with 'texts'")
+    proba = await run_in_threadpool(SESSIONS.probabilities, model.id, model.onnx, batch)
+    classes = list(model.classes)
+    return PredictOut(classes=classes, predictions=[
+        Prediction(label=classes[int(np.argmax(row))], probabilities=row.tolist()) for row in proba])
+
+
+async def _read_body(request: Request) -> bytes:
+    """The request body, refused with PayloadTooLarge as soon as it passes MAX_PREDICT_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_PREDICT_BYTES:
+            raise PayloadTooLarge(f"a predict request may carry at most {MAX_PREDICT_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_count(count: int) -> None:
+    if count > MAX_INPUTS:
+        raise PayloadTooLarge(f"a predict request may carry at most {MAX_INPUTS} inputs, this one has {count}")
+    if count < 1:
+        raise InvalidInput("the request carries no inputs")
+
+
+async def _replay(body: bytes) -> AsyncGenerator[bytes, None]:
+    yield body
+
+
+async def _files(headers: Headers, boundary: bytes, body: bytes) -> list[bytes]:
+    """The contents of the multipart body's `files` fields; InvalidInput for any other field or a bad body."""
+    if not boundary:
+        raise InvalidInput("a multipart/form-data body needs a boundary in its Content-Type")
+    _check_count(body.count(b"--" + boundary) - 1)  # every part opens with the boundary, and one more ends them
+    parser = MultiPartParser(headers, _replay(body), max_files=MAX_INPUTS, max_fields=MAX_INPUTS)
+    try:
+        form = await parser.parse()
+    except MultiPartException as exc:
+        raise InvalidInput(f"the multipart body cannot be read: {exc.message}") from exc
+    try:
+        others = sorted({name for name, value in form.multi_items()
+                         if name != "files" or not isinstance(value, UploadFile)})
+        if others:
+            raise InvalidInput(f"an image model takes only file fields named 'files', not {others}")
+        uploads = [value for value in form.getlist("files") if isinstance(value, UploadFile)]
+        _check_count(len(uploads))
+        return [await upload.read() for upload in uploads]
+    finally:
+        await form.close()
+
+
+def _pixels(files: Sequence[bytes], preprocessing: dict[str, Any]) -> np.ndarray:
+    """Decoded images as float32 [N, H, W, C] raw pixel values; DatasetRejected names the file at fault."""
+    height, width, channels = (int(d) for d in preprocessing["shape"])
+    images = []
+    for index, data in enumerate(files):
+        try:
+            images.append(decode_image(data, (height, width, channels), Limits()))
+        except DatasetRejected as exc:
+            raise DatasetRejected(exc.reason, f"files[{index}]: {exc.detail}") from exc
+    return np.stack(images).astype(np.float32)
+
+
+def _texts(body: bytes) -> list[str]:
+    """The texts of a JSON body; a RequestValidationError when it is not `{"texts": [str, ...]}`."""
+    try:
+        texts = TextsIn.model_validate_json(body).texts
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False, include_input=False)]
+        ) from exc
+    _check_count(len(texts))
+    return texts
+
+
+def _token_ids(texts: Sequence[str], preprocessing: dict[str, Any]) -> np.ndarray:
+    """The texts as int32 [N, L] token ids from the model's encoder."""
+    return TextEncoder.from_json(preprocessing["encoder"]).encode(texts)

@@ -1,0 +1,57 @@
+"""Request and response bodies of `/models`: a trained model's description, its downloads and its predictions."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ExportFormat(enum.StrEnum):
+    """How a model is downloaded: the ONNX graph alone, or a zip with weights, spec and everything else."""
+
+    ONNX = "onnx"
+    NATIVE = "native"
+
+
+class ModelOut(BaseModel):
+    """A trained model: what it predicts, how well, how big, and what input it takes."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    dataset_id: uuid.UUID | None = Field(description="The dataset the job trained on; null once it is deleted.")
+    variant: str = Field(description='Which model of the job this is: "dense", later "compressed".')
+    created_at: datetime
+    classes: list[str] = Field(description="Class names in the order of the model's outputs.")
+    metrics: dict[str, Any]
+    param_count: int
+    weights_bytes: int
+    onnx_bytes: int = Field(description="Size of the ONNX download.")
+    input: dict[str, Any] = Field(description="The spec's input: shape (no batch axis), dtype, modality, scale.")
+    preprocessing: Literal["image", "text"] = Field(
+        description="What `/predict` takes: image files (multipart) or texts (JSON).")
+
+
+class TextsIn(BaseModel):
+    """The texts a text model classifies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[str] = Field(description="One text per prediction, at most 256.")
+
+
+class Prediction(BaseModel):
+    """One input's most probable class and every class's probability."""
+
+    label: str
+    probabilities: list[float] = Field(description="One per class, in the order of `classes`.")
+
+
+class PredictOut(BaseModel):
+    """The predictions for a request's inputs, in the order they were sent."""
+
+    classes: list[str]
+    predictions: list[Prediction]

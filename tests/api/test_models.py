@@ -1,0 +1,429 @@
+"""`/models`: describe, download (ONNX or a native zip) and predict with real exported networks, owner only."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jax
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.inference import SessionCache
+from api.package import native_package
+from api.routes.models import MAX_INPUTS, MAX_PREDICT_BYTES
+from core import checkpoint, tree
+from core.evaluation import predict_proba
+from core.model import Model, build
+from core.onnx_export import to_onnx_bytes
+from core.spec import Spec
+from store.db import session_scope
+from store.ingest import Limits, TextEncoder, decode_image
+from store.models import Job, TrainedModel, User
+from tests.api.conftest import Account, assert_problem
+from tests.store.factories import make_job, make_user
+
+pytestmark = pytest.mark.anyio
+
+IMAGE_CLASSES = ["ant", "bee", "cow"]
+TEXT_CLASSES = ["neg", "pos"]
+TRAIN_TEXTS = ["a good film", "a bad film", "good acting and a good plot", "bad plot, bad acting", "fine"]
+
+
+@dataclass(frozen=True)
+class Net:
+    """A real network: its compiled model, variables, spec document, checkpoint and ONNX bytes, preprocessing."""
+
+    model: Model
+    variables: dict[str, Any]
+    spec: dict[str, Any]
+    weights: bytes
+    onnx: bytes
+    preprocessing: dict[str, Any]
+    classes: list[str]
+
+    def proba(self, x: np.ndarray) -> np.ndarray:
+        """core's class probabilities on `x`."""
+        return predict_proba(self.model, self.variables, x)
+
+
+def _net(doc: dict[str, Any], preprocessing: dict[str, Any], classes: list[str]) -> Net:
+    spec = Spec.from_dict(doc)
+    model = build(spec)
+    # unit-normal weights and biases (the initialiser's biases are zero); with this seed the test images get
+    # different classes, so that comparing labels can catch a mix-up
+    rng = np.random.default_rng(1)
+    params = tree.flatten(model.init(jax.random.key(7))["params"])
+    variables = {"params": tree.unflatten({p: rng.normal(0, 1, a.shape).astype(np.float32) for p, a in params.items()})}
+    return Net(model, variables, spec.to_dict(), checkpoint.to_bytes(spec, variables),
+               to_onnx_bytes(spec, variables), preprocessing, classes)
+
+
+@pytest.fixture(scope="module")
+def image_net() -> Net:
+    doc = {
+        "name": "tiny-image",
+        "input": {"shape": [8, 8, 1], "dtype": "float32", "modality": "image", "scale": 1 / 255},
+        "nodes": [
+            {"id": "conv", "op": "conv2d", "inputs": ["input"], "params": {"filters": 4}},
+            {"id": "relu", "op": "activation", "inputs": ["conv"], "params": {"fn": "relu"}},
+            {"id": "pool", "op": "global_avg_pool", "inputs": ["relu"]},
+            {"id": "logits", "op": "dense", "inputs": ["pool"], "params": {"units": 3}},
+        ],
+        "output": {"node": "logits", "num_classes": 3},
+    }
+    return _net(doc, {"kind": "image", "shape": [8, 8, 1]}, IMAGE_CLASSES)
+
+
+@pytest.fixture(scope="module")
+def text_net() -> Net:
+    encoder = TextEncoder.fit(TRAIN_TEXTS, max_length=8)
+    doc = {
+        "name": "tiny-text",
+        "input": {"shape": [8], "dtype": "int32", "modality": "text"},
+        "nodes": [
+            {"id": "embed", "op": "embedding", "inputs": ["input"],
+             "params": {"vocab_size": encoder.vocab_size, "dim": 4}},
+            {"id": "pool", "op": "global_avg_pool", "inputs": ["embed"]},
+            {"id": "logits", "op": "dense", "inputs": ["pool"], "params": {"units": 2}},
+        ],
+        "output": {"node": "logits", "num_classes": 2},
+    }
+    return _net(doc, {"kind": "text", "encoder": encoder.to_json()}, TEXT_CLASSES)
+
+
+def _row(job: Job, net: Net) -> TrainedModel:
+    return TrainedModel(job_id=job.id, spec=net.spec, weights=net.weights, onnx=net.onnx, classes=net.classes,
+                        preprocessing=net.preprocessing, metrics={"accuracy": 0.875, "loss": 0.4},
+                        param_count=123, weights_bytes=len(net.weights))
+
+
+def _insert(factory: sessionmaker[Session], owner: User | None, net: Net) -> TrainedModel:
+    """A model row of `net` from a job of `owner` (a new user when None)."""
+    with session_scope(factory) as s:
+        model = _row(make_job(s, owner or make_user(s)), net)
+        s.add(model)
+        s.flush()
+    return model
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(pixels.squeeze(-1) if pixels.shape[-1] == 1 else pixels).save(out, format="PNG")
+    return out.getvalue()
+
+
+def _pixels(n: int, shape: tuple[int, ...] = (8, 8, 1), seed: int = 0) -> np.ndarray:
+    """`n` noisy uint8 images, each with its own brightness."""
+    rng = np.random.default_rng(seed)
+    brightness = rng.uniform(0, 1, (n, *(1 for _ in shape)))
+    return (rng.uniform(0, 255, (n, *shape)) * brightness).astype(np.uint8)
+
+
+def _files(blobs: list[bytes]) -> list[tuple[str, tuple[str, bytes, str]]]:
+    return [("files", (f"img{i}.png", blob, "image/png")) for i, blob in enumerate(blobs)]
+
+
+def _url(model_id: uuid.UUID, suffix: str = "") -> str:
+    return f"/api/v1/models/{model_id}{suffix}"
+
+
+# ---- GET /models/{id} ----------------------------------------------------------------------------------------
+
+
+async def test_detail_describes_an_image_model(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    r = await client.get(_url(model.id), headers=account.auth)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    with factory() as s:
+        job = s.get_one(Job, model.job_id)
+    assert body["id"] == str(model.id)
+    assert body["job_id"] == str(job.id)
+    assert body["dataset_id"] == str(job.dataset_id)
+    assert body["variant"] == "dense"
+    assert body["created_at"].startswith(str(model.created_at.year))
+    assert body["classes"] == IMAGE_CLASSES
+    assert body["metrics"] == {"accuracy": 0.875, "loss": 0.4}
+    assert (body["param_count"], body["weights_bytes"]) == (123, len(image_net.weights))
+    assert body["onnx_bytes"] == len(image_net.onnx)
+    assert body["input"] == image_net.spec["input"]
+    assert body["input"]["shape"] == [8, 8, 1]
+    assert body["preprocessing"] == "image"
+
+
+async def test_detail_of_a_text_model_says_it_takes_texts(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
+) -> None:
+    model = _insert(factory, account.user, text_net)
+    body = (await client.get(_url(model.id), headers=account.auth)).json()
+    assert body["preprocessing"] == "text"
+    assert body["input"]["dtype"] == "int32"
+    assert body["classes"] == TEXT_CLASSES
+
+
+async def test_detail_of_a_model_whose_dataset_is_gone_has_no_dataset_id(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    with session_scope(factory) as s:
+        s.get_one(Job, model.job_id).dataset_id = None
+    r = await client.get(_url(model.id), headers=account.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["dataset_id"] is None
+
+
+# ---- downloads ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["", "?format=onnx"])
+async def test_onnx_download_computes_what_core_computes(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, query: str,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    r = await client.get(_url(model.id, "/download" + query), headers=account.auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/octet-stream"
+    assert r.headers["content-disposition"] == f'attachment; filename="netsynth-model-{model.id.hex[:8]}.onnx"'
+    assert r.content == image_net.onnx
+    session = ort.InferenceSession(r.content, providers=["CPUExecutionProvider"])
+    x = _pixels(5).astype(np.float32)
+    (proba,) = session.run(["probabilities"], {"input": x})
+    np.testing.assert_allclose(proba, image_net.proba(x), atol=1e-5)
+
+
+async def test_native_download_holds_every_file_and_the_same_weights(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    r = await client.get(_url(model.id, "/download?format=native"), headers=account.auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/zip"
+    assert r.headers["content-disposition"] == f'attachment; filename="netsynth-model-{model.id.hex[:8]}.zip"'
+    with zipfile.ZipFile(io.BytesIO(r.content)) as archive:
+        assert sorted(archive.namelist()) == sorted([
+            "README.md", "spec.json", "weights.safetensors", "model.onnx", "preprocessing.json", "labels.json",
+            "metrics.json"])
+        files = {name: archive.read(name) for name in archive.namelist()}
+    assert json.loads(files["spec.json"]) == image_net.spec
+    assert json.loads(files["labels.json"]) == IMAGE_CLASSES
+    assert json.loads(files["preprocessing.json"]) == {"kind": "image", "shape": [8, 8, 1]}
+    assert json.loads(files["metrics.json"]) == {"accuracy": 0.875, "loss": 0.4}
+    assert files["model.onnx"] == image_net.onnx
+    assert files["weights.safetensors"] == image_net.weights
+    loaded = checkpoint.from_bytes(files["weights.safetensors"])
+    assert loaded.spec.to_dict() == image_net.spec
+    want = tree.flatten(image_net.variables["params"])
+    got = tree.flatten(loaded.variables["params"])
+    assert got.keys() == want.keys()
+    for path, array in want.items():
+        np.testing.assert_array_equal(got[path], np.asarray(array))
+    readme = files["README.md"].decode()
+    for mention in ("checkpoint.from_bytes", "onnxruntime", '"input"', '"probabilities"', "int32", "float32"):
+        assert mention in readme
+
+
+def test_native_package_is_a_pure_function_of_the_row(image_net: Net) -> None:
+    row = _row(Job(id=uuid.uuid4()), image_net)
+    assert native_package(row) == native_package(row)
+    with zipfile.ZipFile(io.BytesIO(native_package(row))) as archive:
+        assert archive.testzip() is None
+
+
+@pytest.mark.parametrize("fmt", ["pytorch", "ONNX", ""])
+async def test_unknown_download_format_is_422(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, fmt: str,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    r = await client.get(_url(model.id, f"/download?format={fmt}"), headers=account.auth)
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:validation-error"
+
+
+# ---- predict ---------------------------------------------------------------------------------------------------
+
+
+async def test_predict_png_files_matches_core(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    pixels = _pixels(6)
+    r = await client.post(_url(model.id, "/predict"), headers=account.auth,
+                          files=_files([_png(p) for p in pixels]))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["classes"] == IMAGE_CLASSES
+    expected = image_net.proba(pixels.astype(np.float32))
+    got = np.array([p["probabilities"] for p in body["predictions"]])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert [p["label"] for p in body["predictions"]] == [IMAGE_CLASSES[i] for i in expected.argmax(axis=1)]
+    assert len({p["label"] for p in body["predictions"]}) > 1  # the check above can tell classes apart
+
+
+async def test_predict_converts_and_resizes_images_as_ingest_does(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    rgb = _png(_pixels(1, (20, 12, 3), seed=3)[0])
+    jpeg = io.BytesIO()
+    Image.fromarray(_pixels(1, (8, 8, 3), seed=4)[0]).save(jpeg, format="JPEG")
+    blobs = [rgb, jpeg.getvalue()]
+    r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files(blobs))
+    assert r.status_code == 200, r.text
+    decoded = np.stack([decode_image(b, (8, 8, 1), Limits()) for b in blobs]).astype(np.float32)
+    got = np.array([p["probabilities"] for p in r.json()["predictions"]])
+    np.testing.assert_allclose(got, image_net.proba(decoded), atol=1e-5)
+
+
+async def test_predict_texts_matches_core(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
+) -> None:
+    model = _insert(factory, account.user, text_net)
+    texts = ["a good film", "bad plot", "", "words never seen before", "GOOD good good acting"]
+    r = await client.post(_url(model.id, "/predict"), headers=account.auth, json={"texts": texts})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["classes"] == TEXT_CLASSES
+    encoder = TextEncoder.from_json(text_net.preprocessing["encoder"])
+    expected = text_net.proba(encoder.encode(texts))
+    got = np.array([p["probabilities"] for p in body["predictions"]])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert [p["label"] for p in body["predictions"]] == [TEXT_CLASSES[i] for i in expected.argmax(axis=1)]
+
+
+async def test_wrong_kind_of_input_is_422(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, text_net: Net,
+) -> None:
+    image_model = _insert(factory, account.user, image_net)
+    text_model = _insert(factory, account.user, text_net)
+    r = await client.post(_url(image_model.id, "/predict"), headers=account.auth, json={"texts": ["hello"]})
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
+    r = await client.post(_url(text_model.id, "/predict"), headers=account.auth, files=_files([_png(_pixels(1)[0])]))
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
+    r = await client.post(_url(image_model.id, "/predict"), headers=account.auth,
+                          files=_files([_png(_pixels(1)[0])]), data={"texts": "hello"})
+    assert "texts" in str(assert_problem(r, 422)["detail"])
+
+
+@pytest.mark.parametrize("content", [b"", b"--b--\r\n"])
+async def test_no_images_is_422(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, content: bytes,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    headers = {**account.auth, "Content-Type": "multipart/form-data; boundary=b"}
+    r = await client.post(_url(model.id, "/predict"), headers=headers, content=content)
+    assert_problem(r, 422)
+
+
+async def test_no_texts_and_malformed_json_are_422(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
+) -> None:
+    model = _insert(factory, account.user, text_net)
+    url = _url(model.id, "/predict")
+    r = await client.post(url, headers=account.auth, json={"texts": []})
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
+    for bad in ({"texts": "one string"}, {"texts": [1, 2]}, {"text": ["x"]}, ["x"]):
+        r = await client.post(url, headers=account.auth, json=bad)
+        assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:validation-error"
+    r = await client.post(url, headers={**account.auth, "Content-Type": "application/json"}, content=b"{not json")
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:validation-error"
+    r = await client.post(url, headers={**account.auth, "Content-Type": "text/plain"}, content=b"a good film")
+    assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
+
+
+async def test_undecodable_image_is_422_naming_the_file(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    good = _png(_pixels(1)[0])
+    for bad in (b"not an image at all", good[:40]):
+        r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files([good, bad]))
+        body = assert_problem(r, 422)
+        assert body["reason"] == "undecodable-image"
+        assert "files[1]" in str(body["detail"])
+
+
+async def test_too_many_inputs_is_413(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, text_net: Net,
+) -> None:
+    image_model = _insert(factory, account.user, image_net)
+    text_model = _insert(factory, account.user, text_net)
+    r = await client.post(_url(text_model.id, "/predict"), headers=account.auth,
+                          json={"texts": ["good"] * (MAX_INPUTS + 1)})
+    assert assert_problem(r, 413)["type"] == "urn:netsynth:problem:payload-too-large"
+    r = await client.post(_url(text_model.id, "/predict"), headers=account.auth, json={"texts": ["good"] * MAX_INPUTS})
+    assert r.status_code == 200 and len(r.json()["predictions"]) == MAX_INPUTS
+    png = _png(_pixels(1)[0])
+    r = await client.post(_url(image_model.id, "/predict"), headers=account.auth,
+                          files=_files([png] * (MAX_INPUTS + 1)))
+    assert_problem(r, 413)
+    r = await client.post(_url(image_model.id, "/predict"), headers=account.auth,
+                          files=_files([png, b"\x00" * (MAX_PREDICT_BYTES + 1)]))
+    assert_problem(r, 413)
+
+
+# ---- ownership and authentication ----------------------------------------------------------------------------------
+
+ROUTES = [("GET", ""), ("GET", "/download"), ("GET", "/download?format=native"), ("POST", "/predict")]
+
+
+@pytest.mark.parametrize(("method", "suffix"), ROUTES)
+async def test_another_users_model_answers_like_a_missing_one(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+    method: str, suffix: str,
+) -> None:
+    theirs = _insert(factory, None, image_net)
+    files = _files([_png(_pixels(1)[0])]) if method == "POST" else None
+    answers = []
+    for model_id in (theirs.id, uuid.uuid4()):
+        r = await client.request(method, _url(model_id, suffix), headers=account.auth, files=files)
+        body = assert_problem(r, 404)
+        assert body["detail"] == f"no model {model_id}"
+        answers.append({k: v for k, v in body.items() if k not in {"detail", "instance"}})
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize(("method", "suffix"), ROUTES)
+async def test_every_route_needs_an_api_key(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+    method: str, suffix: str,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    assert_problem(await client.request(method, _url(model.id, suffix)), 401)
+
+
+async def test_openapi_documents_both_predict_bodies(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    body = doc["paths"]["/api/v1/models/{model_id}/predict"]["post"]["requestBody"]["content"]
+    assert body["multipart/form-data"]["schema"]["properties"]["files"]["items"]["format"] == "binary"
+    assert body["application/json"]["schema"]["properties"]["texts"]["type"] == "array"
+    download = doc["paths"]["/api/v1/models/{model_id}/download"]["get"]
+    assert {p["name"] for p in download["parameters"]} >= {"model_id", "format"}
+
+
+# ---- the session cache ------------------------------------------------------------------------------------------
+
+
+def test_session_cache_reuses_sessions_and_evicts_the_least_recently_used(image_net: Net) -> None:
+    cache = SessionCache(size=2)
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    first = cache.session(a, image_net.onnx)
+    assert cache.session(a, b"never read: a is cached") is first
+    cache.session(b, image_net.onnx)
+    cache.session(a, image_net.onnx)  # a is now the most recently used
+    cache.session(c, image_net.onnx)  # evicts b
+    assert len(cache) == 2
+    assert cache.session(a, b"never read") is first
+    with pytest.raises(Exception, match=r"(?i)protobuf|parse|load"):
+        cache.session(b, b"not onnx: b was evicted")
+    x = _pixels(2).astype(np.float32)
+    np.testing.assert_allclose(cache.probabilities(a, image_net.onnx, x), image_net.proba(x), atol=1e-5)
