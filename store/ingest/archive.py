@@ -1,0 +1,179 @@
+"""Zip archives read safely: the structure is checked before any member is read, and reads are bounded."""
+
+from __future__ import annotations
+
+import copy
+import re
+import stat
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from store.errors import DatasetRejected
+from store.ingest.limits import Limits
+
+_CHUNK = 1024 * 1024
+# Members smaller than this are not held to the compression ratio: tiny runs of zeros compress far past it.
+RATIO_FLOOR_BYTES = 1024 * 1024
+_EOCD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+_DRIVE = re.compile(r"[A-Za-z]:")
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
+
+
+def _corrupt(detail: str) -> DatasetRejected:
+    return DatasetRejected("corrupt-archive", detail)
+
+
+def _bomb(detail: str) -> DatasetRejected:
+    return DatasetRejected("zip-bomb", detail)
+
+
+def _declared_entries(path: Path) -> int:
+    """The entry count the end-of-archive record declares, read before the central directory is parsed."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        tail_len = min(size, _EOCD.size + 0xFFFF)
+        f.seek(size - tail_len)
+        tail = f.read(tail_len)
+        pos = tail.rfind(b"PK\x05\x06")
+        if pos < 0 or pos + _EOCD.size > len(tail):
+            raise _corrupt("the file is not a valid zip archive (no end-of-archive record)")
+        entries: int = _EOCD.unpack_from(tail, pos)[4]
+        if entries == 0xFFFF and pos >= _ZIP64_LOCATOR.size:
+            locator = _ZIP64_LOCATOR.unpack_from(tail, pos - _ZIP64_LOCATOR.size)
+            if locator[0] == b"PK\x06\x07":
+                f.seek(locator[2])
+                record = f.read(_ZIP64_EOCD.size)
+                if len(record) == _ZIP64_EOCD.size and record[:4] == b"PK\x06\x06":
+                    entries = _ZIP64_EOCD.unpack(record)[7]
+    return entries
+
+
+def _check_member(info: zipfile.ZipInfo, limits: Limits) -> None:
+    name = info.filename
+    if name.startswith("/") or "\\" in name or _DRIVE.match(name) or ".." in name.split("/"):
+        raise DatasetRejected("path-traversal", f"archive member {name!r} has an unsafe path")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise DatasetRejected("path-traversal", f"archive member {name!r} is a symbolic link")
+    if info.flag_bits & 0x1:
+        raise _corrupt(f"archive member {name!r} is encrypted; upload an archive without a password")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise _corrupt(f"archive member {name!r} uses an unsupported compression method; use deflate")
+    ratio = info.file_size / max(info.compress_size, 1)
+    if info.file_size > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
+        raise _bomb(f"archive member {name!r} expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
+
+
+class SafeZip:
+    """A zip archive whose structure passed the safety checks; members are read one at a time, bounded."""
+
+    def __init__(self, path: Path, limits: Limits) -> None:
+        self._limits = limits
+        self._read_total = 0
+        declared = _declared_entries(path)
+        if declared > limits.max_members:
+            raise _bomb(f"the archive has {declared} entries; at most {limits.max_members}")
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"the file is not a valid zip archive ({exc})") from exc
+        try:
+            self.members = self._checked_members()
+        except BaseException:
+            self._zip.close()
+            raise
+
+    def _checked_members(self) -> list[zipfile.ZipInfo]:
+        limits = self._limits
+        infos = self._zip.infolist()
+        if len(infos) > limits.max_members:
+            raise _bomb(f"the archive has {len(infos)} entries; at most {limits.max_members}")
+        for info in infos:
+            _check_member(info, limits)
+        total = sum(info.file_size for info in infos)
+        if total > limits.max_uncompressed_bytes:
+            raise _bomb(f"the archive expands to {total} bytes; at most {limits.max_uncompressed_bytes}")
+        ratio = total / max(sum(info.compress_size for info in infos), 1)
+        if total > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
+            raise _bomb(f"the archive expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
+        return [info for info in infos if not info.is_dir()]
+
+    @contextmanager
+    def open(self, info: zipfile.ZipInfo) -> Iterator[MemberReader]:
+        """A bounded reader of one member's bytes, closed on leaving the block."""
+        # Open a copy that claims more than declared: zipfile would silently cut a member at its declared size
+        # (then fail its checksum); with room to spare, a member yielding more than declared is seen as a bomb.
+        probe = copy.copy(info)
+        probe.file_size = info.file_size + _CHUNK
+        try:
+            raw = self._zip.open(probe)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
+        with raw:
+            yield MemberReader(self, info, raw)
+
+    def read(self, info: zipfile.ZipInfo) -> bytes:
+        """One member's bytes, read in bounded chunks."""
+        with self.open(info) as member:
+            return member.read()
+
+    def charge(self, size: int) -> None:
+        """Count `size` more bytes read from the archive; refuse once the total passes the limit."""
+        self._read_total += size
+        if self._read_total > self._limits.max_uncompressed_bytes:
+            raise _bomb(f"the archive expands past {self._limits.max_uncompressed_bytes} bytes")
+
+    def close(self) -> None:
+        """Close the archive file."""
+        self._zip.close()
+
+    def __enter__(self) -> SafeZip:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+class MemberReader:
+    """Reads one archive member; refuses it when it yields more than its header declared, or less."""
+
+    def __init__(self, archive: SafeZip, info: zipfile.ZipInfo, raw: IO[bytes]) -> None:
+        self._archive = archive
+        self._info = info
+        self._raw = raw
+        self._got = 0
+
+    @property
+    def remaining(self) -> int:
+        """Bytes of the member not read yet, as its header declares."""
+        return self._info.file_size - self._got
+
+    def read(self, size: int = -1, /) -> bytes:
+        """`size` bytes (all when negative), fewer only at the member's declared end; read in bounded chunks."""
+        parts = []
+        wanted = self.remaining if size < 0 else min(size, self.remaining)
+        while wanted > 0:
+            chunk = self._chunk(min(wanted, _CHUNK))
+            parts.append(chunk)
+            wanted -= len(chunk)
+        if self._got == self._info.file_size and self._chunk(1):
+            raise _bomb(f"archive member {self._info.filename!r} yields more bytes than its header declares")
+        return b"".join(parts)
+
+    def _chunk(self, size: int) -> bytes:
+        try:
+            chunk = self._raw.read(size)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+        if not chunk and self._got < self._info.file_size:
+            raise _corrupt(f"archive member {self._info.filename!r} is shorter than its header declares")
+        self._got += len(chunk)
+        self._archive.charge(len(chunk))
+        return chunk

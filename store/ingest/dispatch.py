@@ -1,0 +1,53 @@
+"""Inspecting (validate and profile) and loading an uploaded dataset, one parser per format for both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from store.errors import DatasetRejected
+from store.ingest.archive import SafeZip
+from store.ingest.arrays import label_names, read_npz
+from store.ingest.detect import TEXT_FORMATS, detect_format
+from store.ingest.fold import ImageFold, TextFold
+from store.ingest.imagezip import zip_images
+from store.ingest.limits import Limits
+from store.ingest.results import ImageData, Inspection, TextData
+from store.ingest.tables import text_rows
+
+
+def _fold(path: Path, fmt: str, limits: Limits, keep: bool) -> tuple[ImageFold | TextFold, int | None]:
+    """Every sample of the file folded; with an npz, also the size of its test split."""
+    if fmt in TEXT_FORMATS:
+        texts = TextFold(keep)
+        for text, label in text_rows(path, fmt, limits):
+            texts.add(text, label)
+        return texts, None
+    images = ImageFold(keep)
+    if fmt == "npz":
+        npz = read_npz(path, limits)
+        images.add(label_names(npz.labels), npz.x)
+        return images, npz.test_samples
+    if fmt == "image_zip":
+        with SafeZip(path, limits) as archive:
+            for label, pixels, resized in zip_images(archive, limits):
+                images.add([label], pixels[None], resized)
+        return images, None
+    raise DatasetRejected("unknown-format", f"unknown dataset format {fmt!r}")
+
+
+def inspect_file(path: Path, filename: str, limits: Limits) -> Inspection:
+    """Detect the format from the filename's extension and the file's first bytes, validate and profile;
+    raise DatasetRejected(reason, detail) with a user-facing detail when the dataset is refused."""
+    fmt = detect_format(path, filename, limits)
+    fold, test_samples = _fold(path, fmt, limits, keep=False)
+    profile = {"format": fmt, **fold.profile(limits)}
+    if test_samples is not None:
+        profile["npz_test_samples"] = test_samples
+    counts: dict[str, int] = profile["class_counts"]
+    return Inspection(fmt, profile["modality"], list(counts), counts, profile["sample_count"], profile)
+
+
+def load_file(path: Path, fmt: str, limits: Limits) -> ImageData | TextData:
+    """Load an inspected file of format `fmt` into arrays, with the same parsing and checks as inspect_file."""
+    fold, _ = _fold(path, fmt, limits, keep=True)
+    return fold.data(limits)

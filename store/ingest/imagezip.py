@@ -1,0 +1,48 @@
+"""Images in a zip of class folders (`cat/1.png`, optionally under one wrapping folder), decoded one at a time."""
+
+from __future__ import annotations
+
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+
+from store.errors import DatasetRejected
+from store.ingest.archive import SafeZip
+from store.ingest.images import decode_pixels
+from store.ingest.labels import check_classes
+from store.ingest.limits import Limits
+
+_IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
+
+
+def _visible_parts(name: str) -> list[str] | None:
+    """The path's parts, or None for what uploads carry by accident: hidden files, macOS and Windows leftovers."""
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if not parts or any(part.startswith(".") or part.lower() in _IGNORED for part in parts):
+        return None
+    return parts
+
+
+def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInfo, str]]:
+    """Each image member with its class (folder) name; refuse a bad layout or bad class counts before decoding."""
+    files = [(info, parts) for info in archive.members if (parts := _visible_parts(info.filename))]
+    if len({parts[0] for _, parts in files}) == 1 and all(len(parts) >= 3 for _, parts in files):
+        files = [(info, parts[1:]) for info, parts in files]  # one wrapping root folder
+    for info, parts in files:
+        if len(parts) != 2:
+            where = "at the top of the archive" if len(parts) < 2 else "nested below a class folder"
+            raise DatasetRejected(
+                "bad-layout", f"{info.filename!r} is {where}; put each image in a folder named after its class "
+                "(cat/1.png, dog/2.jpg)")
+    members = [(info, parts[0]) for info, parts in files]
+    check_classes(Counter(label for _, label in members), limits)
+    return members
+
+
+def zip_images(archive: SafeZip, limits: Limits) -> Iterator[tuple[str, np.ndarray, bool]]:
+    """(class name, uint8 pixels [H, W, C], whether resized) of every image, decoded one member at a time."""
+    for info, label in class_members(archive, limits):
+        pixels, resized = decode_pixels(archive.read(info), info.filename, limits, size=limits.resize)
+        yield label, pixels, resized

@@ -1,0 +1,89 @@
+"""Labelled texts read line by line from CSV (header with text and label columns) or TSV (text<TAB>label)."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from store.errors import DatasetRejected
+from store.ingest.limits import Limits
+
+_BOM = "\ufeff"
+# A physical line may hold a text of max_text_chars 4-byte characters plus this much for the other columns.
+_LINE_SLACK_BYTES = 64 * 1024
+
+
+def _lines(path: Path, limits: Limits) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line with its newline), one line in memory at a time."""
+    max_bytes = limits.max_text_chars * 4 + _LINE_SLACK_BYTES
+    offset = 0
+    with path.open("rb") as f:
+        line_no = 0
+        while raw := f.readline(max_bytes + 1):
+            line_no += 1
+            if len(raw) > max_bytes:
+                raise DatasetRejected(
+                    "text-too-long", f"line {line_no} is longer than {max_bytes} bytes; texts may have at most "
+                    f"{limits.max_text_chars} characters")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DatasetRejected(
+                    "not-utf8", f"line {line_no} (byte offset {offset + exc.start}) is not valid UTF-8; "
+                    "save the file as UTF-8") from exc
+            offset += len(raw)
+            yield line_no, line.removeprefix(_BOM) if line_no == 1 else line
+
+
+def _sample(text: str, label: str, line_no: int, fmt: str, limits: Limits) -> tuple[str, str]:
+    if not text.strip():
+        raise DatasetRejected(f"malformed-{fmt}", f"line {line_no} has an empty text")
+    if not label.strip():
+        raise DatasetRejected(f"malformed-{fmt}", f"line {line_no} has an empty label")
+    if len(text) > limits.max_text_chars:
+        raise DatasetRejected(
+            "text-too-long", f"line {line_no} has a text of {len(text)} characters; at most {limits.max_text_chars}")
+    return text, label.strip()
+
+
+def _csv_rows(path: Path, limits: Limits) -> Iterator[tuple[str, str]]:
+    reader = csv.reader(line for _, line in _lines(path, limits))
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise DatasetRejected("empty", "the CSV file has no header row")
+        names = [name.strip().lower() for name in header]
+        if "text" not in names or "label" not in names:
+            raise DatasetRejected(
+                "malformed-csv", f"line 1: the header must have a 'text' and a 'label' column; found {header}")
+        text_at, label_at = names.index("text"), names.index("label")
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise DatasetRejected(
+                    "malformed-csv", f"line {reader.line_num}: {len(row)} fields where the header has {len(header)}")
+            yield _sample(row[text_at], row[label_at], reader.line_num, "csv", limits)
+    except csv.Error as exc:
+        if "field larger than field limit" in str(exc):
+            raise DatasetRejected(
+                "text-too-long", f"line {reader.line_num}: a field is longer than {csv.field_size_limit()} "
+                "characters") from exc
+        raise DatasetRejected("malformed-csv", f"line {reader.line_num}: {exc}") from exc
+
+
+def _tsv_rows(path: Path, limits: Limits) -> Iterator[tuple[str, str]]:
+    for line_no, line in _lines(path, limits):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        text, tab, label = line.rpartition("\t")
+        if not tab:
+            raise DatasetRejected("malformed-tsv", f"line {line_no} has no tab between the text and the label")
+        yield _sample(text, label, line_no, "tsv", limits)
+
+
+def text_rows(path: Path, fmt: str, limits: Limits) -> Iterator[tuple[str, str]]:
+    """(text, label) pairs of a "csv" or "tsv" file, streamed; malformed lines are refused with their number."""
+    return _csv_rows(path, limits) if fmt == "csv" else _tsv_rows(path, limits)
