@@ -1,0 +1,79 @@
+"""End to end through HTTP, a real Celery worker process, PostgreSQL and Redis: upload, train, download, predict."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+
+from store.settings import Settings
+from tests.datasets import png_bytes
+from tests.workers.conftest import Digits, make_keys
+from tests.workers.service import ApiServer, WorkerProcess, sse_events
+
+V1 = "/api/v1"
+
+
+def _onnx_accuracy(onnx: bytes, x: np.ndarray, y: np.ndarray) -> float:
+    session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+    (proba,) = session.run(["probabilities"], {"input": x.astype(np.float32)})
+    return float(np.mean(np.argmax(proba, axis=1) == y))
+
+
+def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, worker_factory: list[WorkerProcess],
+                               tmp_path: object) -> None:
+    settings = pg_redis_settings
+    keys = make_keys(settings.database_url)
+    worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready())
+    with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
+        with digits.zip_path.open("rb") as f:
+            r = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)})
+        assert r.status_code == 201, r.text
+        dataset = r.json()
+        r = client.post(f"{V1}/jobs", headers=keys.alice, json={"dataset_id": dataset["id"], "budget": 50})
+        assert r.status_code == 201, r.text
+        job_id = r.json()["id"]
+
+        events = list(sse_events(client, f"{V1}/jobs/{job_id}/events", keys.alice, timeout=240))
+        kinds = [e["event"] for e in events]
+        assert kinds[0] == "queued" and kinds[-1] == "end", kinds
+        assert kinds.index("attempt") < kinds.index("epoch") < kinds.index("succeeded"), kinds
+        seqs = [int(e["id"]) for e in events[:-1]]
+        assert seqs == sorted(set(seqs))
+        assert events[-1]["data"]["state"] == "succeeded"
+
+        job = client.get(f"{V1}/jobs/{job_id}", headers=keys.alice).json()
+        assert job["state"] == "succeeded" and job["progress"] == 1.0, job
+        assert 0 < job["device_seconds"] <= 50 * 1.1 and job["attempts"] == 1
+        (model_id,) = job["model_ids"]
+
+        model = client.get(f"{V1}/models/{model_id}", headers=keys.alice).json()
+        assert model["classes"] == [str(i) for i in range(10)]
+        onnx = client.get(f"{V1}/models/{model_id}/download", params={"format": "onnx"}, headers=keys.alice)
+        assert onnx.status_code == 200
+        accuracy = _onnx_accuracy(onnx.content, digits.x_test, digits.y_test)
+        assert accuracy >= 0.90, accuracy
+
+        native = client.get(f"{V1}/models/{model_id}/download", params={"format": "native"}, headers=keys.alice)
+        with zipfile.ZipFile(io.BytesIO(native.content)) as package:
+            assert {"spec.json", "weights.safetensors", "preprocessing.json", "labels.json"} <= set(package.namelist())
+
+        files = [("files", (f"{i}.png", png_bytes(img), "image/png")) for i, img in enumerate(digits.x_test[:8])]
+        r = client.post(f"{V1}/models/{model_id}/predict", headers=keys.alice, files=files)
+        assert r.status_code == 200, r.text
+        labels = [p["label"] for p in r.json()["predictions"]]
+        session = ort.InferenceSession(onnx.content, providers=["CPUExecutionProvider"])
+        (proba,) = session.run(["probabilities"], {"input": digits.x_test[:8].astype(np.float32)})
+        assert labels == [str(i) for i in np.argmax(proba, axis=1)]
+
+        # a second user sees none of it
+        assert client.get(f"{V1}/datasets", headers=keys.bob).json() == []
+        assert client.get(f"{V1}/jobs", headers=keys.bob).json() == []
+        for path in (f"datasets/{dataset['id']}", f"jobs/{job_id}", f"jobs/{job_id}/events", f"models/{model_id}",
+                     f"models/{model_id}/download"):
+            r = client.get(f"{V1}/{path}", headers=keys.bob)
+            assert r.status_code == 404, (path, r.text)
+        assert client.post(f"{V1}/jobs/{job_id}/cancel", headers=keys.bob).status_code == 404
