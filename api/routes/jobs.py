@@ -1,7 +1,177 @@
-"""`/jobs`: placeholder router, filled in by its owner."""
+"""`/jobs`: submit a synthesis job on a ready dataset, follow it, cancel it, read its event log.
+
+Every route is scoped to the caller: another user's job or dataset answers 404 exactly like a missing one.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import uuid
+from typing import Annotated, Any
+
+from celery import Celery
+from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import TypeAdapter
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep
+from api.events import EVENT_STREAM, JSON, MAX_SEQ, event_stream, prefers_json
+from api.routes.datasets import owned_dataset
+from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobOut, NamedBudget
+from api.tasks import enqueue_synthesize
+from store.errors import Conflict, NotFound, Unavailable
+from store.jobs import append_event, events_since, transition
+from store.leases import request_cancel
+from store.models import TIER_SECONDS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+BROKER_DOWN = "the task broker did not answer; resubmit the job"
+AUTO_TIERS: tuple[tuple[int, BudgetTier], ...] = ((10_000, BudgetTier.LOW), (100_000, BudgetTier.MEDIUM))
+"""Budget of a job submitted without one: the first tier whose sample limit the dataset fits, else high."""
+MAX_OFFSET = 2**31 - 1
+_EVENTS = TypeAdapter(list[JobEventOut])
+_EVENT_SCHEMA = JobEventOut.model_json_schema()
+
+
+def owned_job(session: Session, user: User, job_id: uuid.UUID, *, lock: bool = False) -> Job:
+    """The user's job `job_id` (row-locked when `lock`); NotFound for a missing one and for another user's alike."""
+    query = select(Job).where(Job.id == job_id, Job.owner_id == user.id)
+    job = session.scalars(query.with_for_update() if lock else query).first()
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int) -> tuple[BudgetTier, int]:
+    """The tier and device-seconds of a requested budget (None: the tier the dataset's size calls for)."""
+    if isinstance(budget, int):
+        return BudgetTier.CUSTOM, budget
+    if budget is None:
+        tier = next((t for limit, t in AUTO_TIERS if sample_count <= limit), BudgetTier.HIGH)
+    else:
+        tier = BudgetTier(budget)
+    return tier, TIER_SECONDS[tier]
+
+
+def _model_ids(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """Each job's trained model ids, ordered by variant."""
+    found: dict[uuid.UUID, list[uuid.UUID]] = {job.id: [] for job in jobs}
+    if jobs:
+        rows = session.execute(select(TrainedModel.job_id, TrainedModel.id)
+                               .where(TrainedModel.job_id.in_(found)).order_by(TrainedModel.variant))
+        for job_id, model_id in rows:
+            found[job_id].append(model_id)
+    return found
+
+
+def _out(job: Job, model_ids: list[uuid.UUID]) -> JobOut:
+    return JobOut(
+        id=job.id, dataset_id=job.dataset_id, budget_tier=job.budget_tier, budget_seconds=job.budget_seconds,
+        constraints=job.constraints, queue=job.queue, state=job.state, stage=job.stage, progress=job.progress,
+        device_seconds=job.device_seconds, error=job.error, attempts=job.attempts,
+        cancel_requested=job.cancel_requested_at is not None, created_at=job.created_at,
+        started_at=job.started_at, finished_at=job.finished_at, model_ids=model_ids,
+    )
+
+
+def _enqueue(session: Session, sender: Celery, job: Job) -> None:
+    """Publish the committed job; when the broker does not answer, fail the job (never leave it queued) and raise."""
+    try:
+        enqueue_synthesize(sender, job)
+    except Unavailable:
+        session.refresh(job, with_for_update=True)
+        if job.state is JobState.QUEUED:
+            # The state machine has no queued -> failed move (yet): pass through running, then say it never ran.
+            transition(job, JobState.RUNNING)
+            transition(job, JobState.FAILED, error=BROKER_DOWN)
+            job.started_at = None
+            append_event(session, job, "failed", {"error": BROKER_DOWN})
+        session.commit()
+        raise
+
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such job or dataset of the caller's."},
+    409: {"description": "The dataset is not ready, or the job already ended."},
+    503: {"description": "The task broker did not answer: the job was marked failed."},
+}
+
+
+@router.post("", status_code=201, responses={k: _PROBLEMS[k] for k in (404, 409, 503)})
+def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep, sender: SenderDep,
+               request: Request, response: Response) -> JobOut:
+    """Queue a synthesis job on one of the caller's ready datasets."""
+    dataset = owned_dataset(session, user, body.dataset_id)
+    if dataset.status != DatasetStatus.READY:
+        raise Conflict(f"dataset {dataset.id} is {dataset.status.value}, not ready")
+    tier, seconds = _budget(body.budget, dataset.sample_count)
+    constraints = body.constraints.model_dump(exclude_none=True) if body.constraints else {}
+    job = Job(owner_id=user.id, dataset_id=dataset.id, budget_tier=tier, budget_seconds=seconds,
+              constraints=constraints, queue=body.queue or settings.default_queue, state=JobState.QUEUED)
+    session.add(job)
+    session.flush()
+    append_event(session, job, "queued", {"budget_tier": tier.value, "budget_seconds": seconds})
+    session.commit()  # the worker must find the row: publish only after it is committed
+    _enqueue(session, sender, job)
+    response.headers["Location"] = request.app.url_path_for("read_job", job_id=str(job.id))
+    return _out(job, [])
+
+
+@router.get("")
+def list_jobs(user: CurrentUser, session: SessionDep,
+              limit: Annotated[int, Query(ge=1, le=200)] = 50,
+              offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+              state: JobState | None = None, dataset_id: uuid.UUID | None = None) -> list[JobOut]:
+    """The caller's jobs, newest first, optionally only those in `state` or on `dataset_id`."""
+    query = select(Job).where(Job.owner_id == user.id)
+    if state is not None:
+        query = query.where(Job.state == state)
+    if dataset_id is not None:
+        query = query.where(Job.dataset_id == dataset_id)
+    jobs = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit).offset(offset)))
+    model_ids = _model_ids(session, jobs)
+    return [_out(job, model_ids[job.id]) for job in jobs]
+
+
+@router.get("/{job_id}", responses={404: _PROBLEMS[404]})
+def read_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> JobOut:
+    """One of the caller's jobs."""
+    job = owned_job(session, user, job_id)
+    return _out(job, _model_ids(session, [job])[job.id])
+
+
+@router.post("/{job_id}/cancel", responses={k: _PROBLEMS[k] for k in (404, 409)})
+def cancel_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> JobOut:
+    """Cancel a queued job now, or ask a running job's worker to stop (`cancel_requested`); idempotent."""
+    job = owned_job(session, user, job_id, lock=True)
+    if job.state in (JobState.SUCCEEDED, JobState.FAILED):
+        raise Conflict(f"job already {job.state.value}")
+    request_cancel(session, job)
+    session.flush()
+    return _out(job, _model_ids(session, [job])[job.id])
+
+
+@router.get(
+    "/{job_id}/events",
+    response_model=None,
+    responses={
+        200: {
+            "description": "Server-Sent Events, or the events so far as a JSON list when `Accept` prefers JSON.",
+            "content": {EVENT_STREAM: {}, JSON: {"schema": {"type": "array", "items": _EVENT_SCHEMA}}},
+        },
+        404: _PROBLEMS[404],
+    },
+)
+def job_events(job_id: uuid.UUID, user: CurrentUser, session: SessionDep, request: Request,
+               after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Only events with a later seq.")] = 0,
+               last_event_id: Annotated[int | None, Header(ge=0, le=MAX_SEQ)] = None,
+               accept: Annotated[str | None, Header()] = None) -> Response:
+    """The job's events after `after` (or `Last-Event-ID`): live as SSE until the job ends, or as JSON."""
+    job = owned_job(session, user, job_id)
+    after = max(after, last_event_id or 0)
+    if prefers_json(accept):
+        events = [JobEventOut.model_validate(e) for e in events_since(session, job, after)]
+        return Response(_EVENTS.dump_json(events), media_type=JSON)
+    factory: sessionmaker[Session] = request.app.state.session_factory
+    return event_stream(factory, job.id, after)

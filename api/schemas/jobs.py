@@ -1,0 +1,77 @@
+"""Request and response bodies of `/jobs`: submitting a synthesis job, reading it and its event log."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from store.models import BudgetTier, JobState
+
+MIN_BUDGET_SECONDS = 10
+MAX_BUDGET_SECONDS = 16 * 3600 * 4
+
+NamedBudget = Literal["low", "medium", "high"]
+BudgetSeconds = Annotated[StrictInt, Field(ge=MIN_BUDGET_SECONDS, le=MAX_BUDGET_SECONDS)]
+
+
+class JobConstraints(BaseModel):
+    """Limits the delivered model must meet; each one is optional."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    max_params: StrictInt | None = Field(default=None, gt=0, description="Most trainable parameters.")
+    max_model_bytes: StrictInt | None = Field(default=None, gt=0, description="Largest size of the weights.")
+    max_latency_ms: float | None = Field(default=None, gt=0, description="Slowest inference of one sample.")
+
+
+class JobCreate(BaseModel):
+    """A synthesis job to run on one of the caller's ready datasets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset_id: uuid.UUID
+    budget: NamedBudget | BudgetSeconds | None = Field(
+        default=None,
+        description=(
+            "Device time: 'low', 'medium' or 'high' (2, 5 or 16 device-hours), or a number of seconds "
+            f"({MIN_BUDGET_SECONDS}..{MAX_BUDGET_SECONDS}). Omitted: chosen from the dataset's size."
+        ),
+    )
+    constraints: JobConstraints | None = None
+    queue: Literal["cpu", "gpu"] | None = Field(default=None, description="Omitted: the service's default queue.")
+
+
+class JobOut(BaseModel):
+    """A job as the API shows it."""
+
+    id: uuid.UUID
+    dataset_id: uuid.UUID | None = Field(description="None once the dataset was deleted.")
+    budget_tier: BudgetTier
+    budget_seconds: int
+    constraints: dict[str, Any]
+    queue: str
+    state: JobState
+    stage: str | None
+    progress: float
+    device_seconds: float
+    error: str | None
+    attempts: int
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    model_ids: list[uuid.UUID]
+
+
+class JobEventOut(BaseModel):
+    """One entry of a job's event log."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    seq: int
+    at: datetime
+    kind: str
+    payload: dict[str, Any]
