@@ -1,0 +1,113 @@
+"""A killed worker's job is redelivered and finishes with exactly one model; cancellation stops a running job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import httpx
+from sqlalchemy import func, select
+
+from store.db import make_engine, make_session_factory
+from store.jobs import TERMINAL
+from store.models import Job, JobEvent, JobState, TrainedModel
+from store.settings import Settings
+from tests.workers.conftest import Digits, Keys, make_keys
+from tests.workers.service import ApiServer, WorkerProcess, wait_for
+
+V1 = "/api/v1"
+
+
+class Db:
+    """Read-only looks at a job's row, events and models."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = make_engine(url)
+        self.factory = make_session_factory(self.engine)
+
+    def job(self, job_id: uuid.UUID) -> Job:
+        with self.factory() as s:
+            return s.get_one(Job, job_id)
+
+    def kinds(self, job_id: uuid.UUID) -> list[str]:
+        with self.factory() as s:
+            return list(s.scalars(select(JobEvent.kind).where(JobEvent.job_id == job_id).order_by(JobEvent.seq)))
+
+    def models(self, job_id: uuid.UUID) -> int:
+        with self.factory() as s:
+            return int(s.scalar(select(func.count()).select_from(TrainedModel).where(TrainedModel.job_id == job_id))
+                       or 0)
+
+    def ended(self, job_id: uuid.UUID) -> Job | None:
+        job = self.job(job_id)
+        return job if job.state in TERMINAL else None
+
+
+def _submit(settings: Settings, digits: Digits, keys: Keys, budget: int) -> uuid.UUID:
+    with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
+        with digits.zip_path.open("rb") as f:
+            dataset = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)}).json()
+        r = client.post(f"{V1}/jobs", headers=keys.alice, json={"dataset_id": dataset["id"], "budget": budget})
+        assert r.status_code == 201, r.text
+        return uuid.UUID(r.json()["id"])
+
+
+def _training(db: Db, job_id: uuid.UUID) -> bool:
+    return db.kinds(job_id).count("epoch") >= 2
+
+
+def test_sigkill_of_the_pool_process_redelivers_the_job(pg_redis_settings: Settings, digits: Digits,
+                                                        worker_factory: list[WorkerProcess]) -> None:
+    settings, db = pg_redis_settings, Db(pg_redis_settings.database_url)
+    worker = WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready()
+    worker_factory.append(worker)
+    job_id = _submit(settings, digits, make_keys(settings.database_url), budget=60)
+    wait_for(lambda: _training(db, job_id), 180, "training to start")
+    holder = db.job(job_id).lease_owner
+    assert holder is not None
+    os.kill(int(holder.split(":")[1]), signal.SIGKILL)  # the process running the job, mid-training
+
+    job = wait_for(lambda: db.ended(job_id), 240, "the job to end")
+    assert job.state is JobState.SUCCEEDED, (job.error, worker.log()[-3000:])
+    assert job.attempts == 2 and job.lease_owner is None
+    assert db.models(job_id) == 1
+    kinds = db.kinds(job_id)
+    assert kinds.count("attempt") == 2 and kinds.count("succeeded") == 1, kinds
+    assert "WorkerLostError" in worker.log()  # Celery saw the pool process die and requeued its task
+    db.engine.dispose()
+
+
+def test_a_dead_worker_is_replaced_by_a_new_one(pg_redis_settings: Settings, digits: Digits,
+                                                worker_factory: list[WorkerProcess]) -> None:
+    settings, db = pg_redis_settings, Db(pg_redis_settings.database_url)
+    first = WorkerProcess(settings, settings.blob_dir.parent / "first.log").wait_ready()
+    worker_factory.append(first)
+    job_id = _submit(settings, digits, make_keys(settings.database_url), budget=60)
+    wait_for(lambda: _training(db, job_id), 180, "training to start")
+    first.kill_all()  # the whole worker, main process included: nothing is left to requeue the task
+
+    second = WorkerProcess(settings, settings.blob_dir.parent / "second.log").wait_ready()
+    worker_factory.append(second)
+    job = wait_for(lambda: db.ended(job_id), 240, "the job to end")
+    assert job.state is JobState.SUCCEEDED, (job.error, second.log()[-3000:])
+    assert job.attempts == 2 and db.models(job_id) == 1
+    kinds = db.kinds(job_id)
+    assert kinds.count("requeued") == 1 and kinds.count("attempt") == 2, kinds
+    db.engine.dispose()
+
+
+def test_cancel_stops_a_running_job_within_seconds(pg_redis_settings: Settings, digits: Digits,
+                                                   worker_factory: list[WorkerProcess]) -> None:
+    settings, db = pg_redis_settings, Db(pg_redis_settings.database_url)
+    worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready())
+    keys = make_keys(settings.database_url)
+    job_id = _submit(settings, digits, keys, budget=120)
+    wait_for(lambda: _training(db, job_id), 180, "training to start")
+    with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
+        r = client.post(f"{V1}/jobs/{job_id}/cancel", headers=keys.alice)
+        assert r.status_code == 200 and r.json()["cancel_requested"], r.text
+    job = wait_for(lambda: db.ended(job_id), 60, "the job to stop")
+    assert job.state is JobState.CANCELLED and db.models(job_id) == 0
+    assert db.kinds(job_id)[-2:] == ["cancel_requested", "cancelled"] or "cancelled" in db.kinds(job_id)
+    db.engine.dispose()
