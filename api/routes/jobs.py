@@ -82,10 +82,7 @@ def _enqueue(session: Session, sender: Celery, job: Job) -> None:
     except Unavailable:
         session.refresh(job, with_for_update=True)
         if job.state is JobState.QUEUED:
-            # The state machine has no queued -> failed move (yet): pass through running, then say it never ran.
-            transition(job, JobState.RUNNING)
             transition(job, JobState.FAILED, error=BROKER_DOWN)
-            job.started_at = None
             append_event(session, job, "failed", {"error": BROKER_DOWN})
         session.commit()
         raise

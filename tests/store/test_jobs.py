@@ -15,6 +15,7 @@ from tests.store.factories import make_job
 
 LEGAL = {
     (JobState.QUEUED, JobState.RUNNING),
+    (JobState.QUEUED, JobState.FAILED),
     (JobState.QUEUED, JobState.CANCELLED),
     (JobState.RUNNING, JobState.SUCCEEDED),
     (JobState.RUNNING, JobState.FAILED),
