@@ -1,0 +1,109 @@
+"""The embedded default (`make run` → `netsynth run`): SQLite, a filesystem broker and one worker under ./var."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+
+from tests.workers.conftest import Digits
+from tests.workers.service import ROOT, free_port, wait_for
+
+V1 = "/api/v1"
+KEY = re.compile(r"local admin (\S+): API key \(shown once, store it now\): (\S+)")
+
+
+class Embedded:
+    """`netsynth run` started in `folder` (its ./var lives there) with no NETSYNTH_ settings in the environment."""
+
+    def __init__(self, folder: Path, log_name: str) -> None:
+        self.port, self.folder = free_port(), folder
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = folder / log_name
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NETSYNTH_", "XLA_"))}
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = str(ROOT)
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "api.cli", "run", "--port", str(self.port)],
+                                         cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_up(self) -> None:
+        def up() -> bool:
+            assert self.proc.poll() is None, self.log()
+            try:
+                return httpx.get(f"{self.url}{V1}/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 120, "the embedded service")
+        wait_for(lambda: " ready." in self.log(), 120, "its worker")
+
+    def ctrl_c(self) -> int:
+        """Send SIGINT to the foreground process group, as Ctrl-C in a terminal does, and wait for the exit."""
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout=90)
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """Processes whose working directory is `folder` (what is left of the service after it stops)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) == folder:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    service = Embedded(home, "first.log")
+    try:
+        service.wait_up()
+        match = KEY.search(service.log())
+        assert match is not None, service.log()
+        auth = {"Authorization": f"Bearer {match[2]}"}
+        with httpx.Client(base_url=service.url, timeout=60) as client:
+            with digits.zip_path.open("rb") as f:
+                r = client.post(f"{V1}/datasets", headers=auth, files={"file": ("digits.zip", f)})
+            assert r.status_code == 201, r.text
+            r = client.post(f"{V1}/jobs", headers=auth, json={"dataset_id": r.json()["id"], "budget": 40})
+            assert r.status_code == 201, r.text
+            job_url = f"{V1}/jobs/{r.json()['id']}"
+            job = wait_for(lambda: (j := client.get(job_url, headers=auth).json())["state"] not in
+                           ("queued", "running") and j, 240, "the job")
+            assert job["state"] == "succeeded", (job, service.log()[-3000:])
+            events = client.get(f"{job_url}/events", headers={**auth, "Accept": "application/json"}).json()
+            assert [e["kind"] for e in events].count("epoch") >= 1
+            onnx = client.get(f"{V1}/models/{job['model_ids'][0]}/download", headers=auth).content
+        session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+        (proba,) = session.run(["probabilities"], {"input": digits.x_test.astype(np.float32)})
+        assert np.mean(np.argmax(proba, axis=1) == digits.y_test) >= 0.90
+    finally:
+        code = service.ctrl_c()
+    assert code == 0, service.log()[-3000:]
+    assert "netsynth stopped" in service.log()
+    assert (home / "var" / "netsynth.db").is_file() and (home / "var" / "broker").is_dir()
+    wait_for(lambda: not _processes_in(home), 30, "the API and worker processes to exit")
+
+    again = Embedded(home, "second.log")  # a second start keeps the admin: no new key
+    try:
+        again.wait_up()
+    finally:
+        assert again.ctrl_c() == 0, again.log()[-3000:]
+    assert KEY.search(again.log()) is None
+    wait_for(lambda: not _processes_in(home), 30, "the processes to exit")
