@@ -1,0 +1,73 @@
+"""The search space as the search sees it: seeds, random draws, mutations and specs of candidates."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core.spec import Spec
+from synthesis.space import image, text
+from synthesis.space.hparams import mutate_hparams, sample_hparams, seed_hparams
+from synthesis.space.types import Candidate, SpaceInfo
+
+Arch = dict[str, Any]
+HPARAM_SHARE = 0.25
+"""Share of mutations that change a training hyper-parameter rather than the architecture."""
+
+
+@dataclass(frozen=True)
+class _Space:
+    seeds: dict[str, Arch]
+    sample: Callable[[np.random.Generator], Arch]
+    mutate: Callable[[np.random.Generator, Arch], Arch]
+    shrink: Callable[[np.random.Generator, Arch], Arch | None]
+    to_spec: Callable[[Arch, SpaceInfo, str], Spec]
+
+
+_SPACES = {"image": _Space(image.SEEDS, image.sample, image.mutate, image.shrink, image.to_spec),
+           "text": _Space(text.SEEDS, text.sample, text.mutate, text.shrink, text.to_spec)}
+
+
+def seeds(info: SpaceInfo) -> list[Candidate]:
+    """Return the known-good designs of ``info``'s modality, with the default training hyper-parameters."""
+    hparams, designs = seed_hparams(info), _SPACES[info.modality].seeds
+    return [Candidate(copy.deepcopy(arch), hparams, f"seed:{name}") for name, arch in designs.items()]
+
+
+def sample(rng: np.random.Generator, info: SpaceInfo) -> Candidate:
+    """Return a random valid candidate of ``info``'s modality."""
+    return Candidate(_SPACES[info.modality].sample(rng), sample_hparams(rng, info), "random")
+
+
+def mutate(rng: np.random.Generator, parent: Candidate, info: SpaceInfo) -> Candidate:
+    """Return a valid child of ``parent`` that differs from it in one or two genes (architecture or training)."""
+    space = _SPACES[info.modality]
+    while True:
+        arch, hparams = parent.arch, parent.hparams
+        for _ in range(1 if rng.random() < 0.7 else 2):
+            if rng.random() < HPARAM_SHARE:
+                hparams = mutate_hparams(rng, hparams, info)
+            else:
+                arch = space.mutate(rng, arch)
+        child = Candidate(arch, hparams, f"mutation:{parent.id}")
+        if child.id != parent.id:
+            return child
+
+
+def shrink(rng: np.random.Generator, candidate: Candidate, info: SpaceInfo) -> Candidate | None:
+    """Return ``candidate`` with its architecture one step smaller (same origin and training), or None when
+    no smaller genome of its kind exists."""
+    arch = _SPACES[info.modality].shrink(rng, candidate.arch)
+    return None if arch is None else Candidate(arch, candidate.hparams, candidate.origin)
+
+
+def to_spec(candidate: Candidate, info: SpaceInfo) -> Spec:
+    """Return the core spec of ``candidate`` for the task ``info`` describes."""
+    kind = candidate.arch.get("kind")
+    if kind != info.modality:
+        raise ValueError(f"candidate {candidate.id} is a {kind!r} genome, the task is {info.modality!r}")
+    return _SPACES[info.modality].to_spec(candidate.arch, info, f"candidate-{candidate.id}")

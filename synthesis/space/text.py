@@ -1,0 +1,155 @@
+"""The text search space: token embeddings, an encoder, global pooling and a head, as a core spec.
+
+Genome (JSON)::
+
+    {"kind": "text", "embed": 32-256, "encoder": "bag" | "cnn" | "transformer",
+     "pool": "max" | "avg" | "both", "hidden": 0 | units, "dropout": rate,
+     bag: "ngram": 1-3 and, when ngram > 1, "filters";  cnn: "kernels": [2-5, ...], "filters";
+     transformer: "blocks": 1-2, "heads": 1-8, "ff": 1-4 (feed-forward width / embedding size)}
+
+Encoders: a bag of n-grams (embeddings, an optional 1-D convolution of width n as n-gram detector,
+then pooling, as in fastText: Joulin et al., 2017); a multi-width 1-D CNN (parallel convolutions of
+several widths, each pooled, concatenated: Kim, 2014); a small pre-norm transformer encoder (learned
+positions, self-attention and feed-forward blocks with residual connections: Vaswani et al., 2017).
+There is no recurrent encoder: core has no recurrent op, and one that steps through the sequence costs
+far more time per example than these parallel encoders; it stays out until it earns that cost.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from core.spec import Spec
+from synthesis.space.blocks import DROPOUTS, HIDDEN, POOLINGS, Net
+from synthesis.space.genes import change, lower_moves, pick
+from synthesis.space.types import SpaceInfo
+
+ENCODERS = ("bag", "cnn", "transformer")
+EMBEDS = (32, 48, 64, 96, 128, 192, 256)
+"""Embedding sizes: multiples of 16, so every head count below divides them."""
+FILTERS = (32, 48, 64, 96, 128, 192, 256)
+NGRAMS = (1, 2, 3)
+CNN_KERNELS = (2, 3, 4, 5)
+BLOCKS = (1, 2)
+HEADS = (1, 2, 4, 8)
+FFS = (1, 2, 4)
+ENCODER_GENES = {"bag": ("ngram", "filters"), "cnn": ("kernels", "filters"), "transformer": ("blocks", "heads", "ff")}
+SIZES = {"embed": EMBEDS, "filters": FILTERS, "ngram": NGRAMS, "blocks": BLOCKS, "ff": FFS, "hidden": HIDDEN}
+"""The genes whose grids run from small to large networks."""
+GRIDS = {**SIZES, "heads": HEADS}
+
+Arch = dict[str, Any]
+
+
+def arch(embed: int, encoder: str, pool: str = "max", hidden: int = 0, dropout: float = 0.3, **genes: Any) -> Arch:
+    """Return a text genome; ``genes`` are the encoder's own (see the module docstring)."""
+    return {"kind": "text", "embed": embed, "encoder": encoder, **genes, "pool": pool, "hidden": hidden,
+            "dropout": dropout}
+
+
+SEEDS: dict[str, Arch] = {
+    "fasttext": arch(64, "bag", pool="avg", dropout=0.0, ngram=1),
+    "kim-cnn": arch(128, "cnn", dropout=0.5, kernels=[3, 4, 5], filters=100),
+    "transformer": arch(64, "transformer", pool="avg", dropout=0.1, blocks=1, heads=4, ff=2),
+    "default-text-cnn": arch(64, "bag", ngram=3, filters=128),
+}
+"""Known-good designs: fastText-like bag of embeddings, Kim's CNN, a one-block transformer, and the
+default text CNN of synthesis.default (embedding 64, trigram convolution of 128 filters, max pooling)."""
+
+
+def sample(rng: np.random.Generator) -> Arch:
+    """Return a random text genome."""
+    genome = arch(pick(rng, EMBEDS), pick(rng, ENCODERS), pick(rng, POOLINGS),
+                  pick(rng, HIDDEN) if rng.random() < 0.4 else 0, pick(rng, DROPOUTS))
+    return _tidy(rng, genome)
+
+
+def mutate(rng: np.random.Generator, parent: Arch) -> Arch:
+    """Return a copy of ``parent`` with one gene changed: the embedding size, the encoder or one of its
+    genes (n-gram, filters, kernel widths, blocks, heads, feed-forward size), the pooling, head or dropout."""
+    child = copy.deepcopy(parent)
+    gene = pick(rng, ["embed", "encoder", "pool", "hidden", "dropout", *_relevant(child), *_relevant(child)])
+    if gene == "kernels":
+        child["kernels"] = _toggle_kernel(rng, child["kernels"])
+    else:
+        change(rng, child, gene, {**GRIDS, "encoder": ENCODERS, "pool": POOLINGS, "dropout": DROPOUTS}[gene])
+    return _tidy(rng, child)
+
+
+def shrink(rng: np.random.Generator, parent: Arch) -> Arch | None:
+    """Return a copy of ``parent`` made smaller by one step, or None when it is the smallest genome."""
+    child = copy.deepcopy(parent)
+    moves: list[Callable[[], object]] = [*lower_moves(child, SIZES)]
+    if len(child.get("kernels", ())) > 2:
+        moves.append(child["kernels"].pop)
+    if not moves:
+        return None
+    pick(rng, moves)()
+    return _tidy(rng, child)
+
+
+def to_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
+    """Return the core spec of a text genome over ``info``'s sequence length, vocabulary and classes."""
+    net = Net()
+    x = net.add("embed", "embedding", "input", vocab_size=info.vocab_size, dim=genome["embed"])
+    encoder, pooling = genome["encoder"], genome["pool"]
+    if encoder == "cnn":
+        pools = [p for k in genome["kernels"]
+                 for p in net.global_pools(_ngrams(net, x, str(k), genome["filters"], k), pooling, str(k))]
+    else:
+        if encoder == "transformer":
+            x = _transformer(net, x, genome)
+        elif genome["ngram"] > 1:
+            x = _ngrams(net, x, "", genome["filters"], genome["ngram"])
+        pools = net.global_pools(x, pooling)
+    net.head(net.join("pool", "concat", pools), genome["hidden"], genome["dropout"], info.num_classes)
+    return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"}, info.num_classes)
+
+
+def _ngrams(net: Net, x: str, suffix: str, filters: int, width: int) -> str:
+    conv = net.add(f"conv{suffix}", "conv1d", x, filters=filters, kernel_size=width)
+    return net.add(f"relu{suffix}", "activation", conv, fn="relu")
+
+
+def _transformer(net: Net, x: str, genome: Arch) -> str:
+    d = genome["embed"]
+    x = net.add("pos", "position_embedding", x)
+    for b in range(genome["blocks"]):
+        y = net.add(f"t{b}_att", "self_attention", net.add(f"t{b}_ln1", "layer_norm", x), num_heads=genome["heads"])
+        x = net.add(f"t{b}_res1", "add", [x, y])
+        y = net.add(f"t{b}_ff1", "dense", net.add(f"t{b}_ln2", "layer_norm", x), units=genome["ff"] * d)
+        y = net.add(f"t{b}_ff2", "dense", net.add(f"t{b}_gelu", "activation", y, fn="gelu"), units=d)
+        x = net.add(f"t{b}_res2", "add", [x, y])
+    return net.add("ln_out", "layer_norm", x)
+
+
+def _relevant(genome: Arch) -> list[str]:
+    genes = list(ENCODER_GENES[genome["encoder"]])
+    return genes[:1] if genome["encoder"] == "bag" and genome.get("ngram", 1) == 1 else genes
+
+
+def _tidy(rng: np.random.Generator, genome: Arch) -> Arch:
+    """Keep exactly the encoder genes that matter, drawing any that are missing."""
+    if genome["encoder"] == "bag" and "ngram" not in genome:
+        genome["ngram"] = pick(rng, NGRAMS)
+    relevant = _relevant(genome)
+    for gene in {g for genes in ENCODER_GENES.values() for g in genes} - set(relevant):
+        genome.pop(gene, None)
+    for gene in relevant:
+        if gene not in genome:
+            genome[gene] = _random_kernels(rng) if gene == "kernels" else pick(rng, GRIDS[gene])
+    return genome
+
+
+def _random_kernels(rng: np.random.Generator) -> list[int]:
+    return sorted(int(k) for k in rng.choice(CNN_KERNELS, size=int(rng.integers(2, 5)), replace=False))
+
+
+def _toggle_kernel(rng: np.random.Generator, kernels: list[int]) -> list[int]:
+    options = [sorted([*kernels, k]) for k in CNN_KERNELS if k not in kernels]
+    options += [[k for k in kernels if k != drop] for drop in kernels] if len(kernels) > 2 else []
+    return pick(rng, options)

@@ -1,0 +1,103 @@
+"""The seeded designs: valid for many input shapes, runnable, and the hand-written defaults among them."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from core.analysis import analyse
+from core.graph import validate
+from core.model import build
+from core.spec import Spec
+from synthesis.default import image_spec, text_spec
+from synthesis.space import Candidate, SpaceInfo, seeds, to_spec
+
+IMAGE_SHAPES = [(8, 8, 1), (28, 28, 1), (32, 32, 3), (96, 96, 3)]
+TEXT_LENGTHS = [16, 100]
+
+
+def image_info(shape: tuple[int, int, int], num_classes: int = 10) -> SpaceInfo:
+    return SpaceInfo("image", shape, num_classes, scale=1 / 255, offset=-0.5)
+
+
+def text_info(length: int, num_classes: int = 3) -> SpaceInfo:
+    return SpaceInfo("text", (length,), num_classes, vocab_size=2000)
+
+
+def seed(info: SpaceInfo, name: str) -> Candidate:
+    return next(c for c in seeds(info) if c.origin == f"seed:{name}")
+
+
+def nodes(spec: Spec) -> dict[str, tuple[object, ...]]:
+    """The validated nodes (defaults filled in) keyed by id: what makes two specs the same network."""
+    return {n.id: (n.op, n.inputs, n.params) for n in validate(spec).spec.nodes}
+
+
+@pytest.mark.parametrize("shape", IMAGE_SHAPES)
+def test_image_seeds_are_valid_networks_for_each_input_shape(shape: tuple[int, int, int]) -> None:
+    info = image_info(shape)
+    found = seeds(info)
+    assert [c.origin for c in found] == ["seed:lenet", "seed:hand-cnn", "seed:resnet", "seed:mobilenet"]
+    for candidate in found:
+        spec = to_spec(candidate, info)
+        assert build(spec).graph.output_type.shape == (10,)
+        assert spec.input.shape == shape and spec.input.dtype == "float32"
+        assert (spec.input.scale, spec.input.offset) == (1 / 255, -0.5)
+        assert candidate.hparams.max_shift <= info.max_shift
+
+
+@pytest.mark.parametrize("length", TEXT_LENGTHS)
+def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
+    info = text_info(length)
+    found = seeds(info)
+    assert [c.origin for c in found] == ["seed:fasttext", "seed:kim-cnn", "seed:transformer",
+                                         "seed:default-text-cnn"]
+    for candidate in found:
+        spec = to_spec(candidate, info)
+        assert build(spec).graph.output_type.shape == (3,)
+        assert spec.input.shape == (length,) and spec.input.dtype == "int32"
+        assert candidate.hparams.max_shift == 0
+
+
+@pytest.mark.parametrize("shape", [*IMAGE_SHAPES, (150, 200, 3)])
+def test_hand_cnn_seed_is_the_default_image_network(shape: tuple[int, int, int]) -> None:
+    info = image_info(shape, num_classes=7)
+    ours = to_spec(seed(info, "hand-cnn"), info)
+    default = image_spec(shape, 7, 1 / 255, -0.5)
+    assert nodes(ours) == nodes(default)
+    assert analyse(ours).params == analyse(default).params
+    assert ours.input == default.input
+
+
+@pytest.mark.parametrize("length", TEXT_LENGTHS)
+def test_default_text_seed_is_the_default_text_network(length: int) -> None:
+    info = text_info(length)
+    assert nodes(to_spec(seed(info, "default-text-cnn"), info)) == nodes(text_spec(length, 2000, 3))
+
+
+def test_the_seeds_are_the_designs_they_are_named_after() -> None:
+    info = image_info((32, 32, 3))
+    ops = {name: [n.op for n in to_spec(seed(info, name), info).nodes]
+           for name in ("lenet", "hand-cnn", "resnet", "mobilenet")}
+    assert "add" in ops["resnet"] and "depthwise_conv2d" in ops["mobilenet"] and "add" in ops["mobilenet"]
+    assert "batch_norm" not in ops["lenet"] and "add" not in ops["hand-cnn"]
+    text = text_info(40)
+    assert "self_attention" in [n.op for n in to_spec(seed(text, "transformer"), text).nodes]
+    kim = to_spec(seed(text, "kim-cnn"), text)
+    assert sorted(n.params["kernel_size"] for n in kim.nodes if n.op == "conv1d") == [3, 4, 5]
+    assert [n.op for n in to_spec(seed(text, "fasttext"), text).nodes] == ["embedding", "global_avg_pool", "dense"]
+
+
+RUNS = [(image_info((8, 8, 1)), "lenet"), (image_info((28, 28, 1)), "mobilenet"),
+        (image_info((32, 32, 3)), "resnet"), (text_info(16), "kim-cnn"), (text_info(16), "transformer")]
+
+
+@pytest.mark.parametrize(("info", "name"), RUNS, ids=[name for _, name in RUNS])
+def test_seed_networks_build_and_run(info: SpaceInfo, name: str) -> None:
+    model = build(to_spec(seed(info, name), info))
+    variables = model.init(jax.random.key(0))
+    x = np.random.default_rng(0).integers(0, 255, (2, *info.input_shape))
+    logits, _ = model.apply(variables, x.astype(np.int32 if info.modality == "text" else np.float32))
+    assert logits.shape == (2, info.num_classes)
+    assert bool(np.all(np.isfinite(np.asarray(logits))))
