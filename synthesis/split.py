@@ -17,11 +17,22 @@ class Split:
     seed: int
 
 
-def stratified_split(y: np.ndarray, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.1) -> Split:
+def stratified_split(y: np.ndarray, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.1,
+                     groups: np.ndarray | None = None) -> Split:
     """Split row indices so each class keeps its proportion in every part; every class keeps >= 1 training row.
 
     A class of n rows puts round(n * fraction) rows (at least one when n >= 3) into validation and into test.
+    Rows with the same `groups` value (e.g. exact duplicates) always land in the same part; a group is
+    stratified by its first row's class.
     """
+    if groups is not None:
+        keys, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+        by_group = stratified_split(y[first], seed, val_fraction, test_fraction)
+        part = np.empty(len(keys), np.int8)
+        part[by_group.train], part[by_group.val], part[by_group.test] = 0, 1, 2
+        rows = part[inverse.reshape(-1)]
+        train, val, test = (np.flatnonzero(rows == k).astype(np.int64) for k in range(3))
+        return Split(train=train, val=val, test=test, seed=seed)
     if not 0 <= val_fraction < 1 or not 0 <= test_fraction < 1 or val_fraction + test_fraction >= 1:
         raise ValueError("val_fraction and test_fraction must be in [0, 1) and sum below 1")
     rng = np.random.default_rng(seed)

@@ -1,0 +1,102 @@
+"""Budgets: the device time a job may spend, the tier chosen from the data's size, and how stages share it.
+
+A budget is wall-clock seconds of one device, or — for a reproducible run — a number of training epochs,
+which makes the search log depend only on the seed (a time budget cannot: how far a run gets depends on the
+machine's speed). The deadline is checked by every stage; the schedule gives each stage its share.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+TIER_SECONDS: dict[str, int] = {"low": 2 * 3600, "medium": 5 * 3600, "high": 16 * 3600}
+"""Default device-seconds of the named tiers (NeuNetS: low / medium / high)."""
+
+TIER_MAX_SAMPLES: tuple[tuple[int, str], ...] = ((10_000, "low"), (100_000, "medium"))
+"""The tier a dataset of up to that many samples gets when the user picks none; larger ones get 'high'."""
+
+
+def tier_for(samples: int) -> str:
+    """The budget tier for a dataset of `samples` samples (NeuNetS: datasets up to 10k samples fit 'low')."""
+    for most, tier in TIER_MAX_SAMPLES:
+        if samples <= most:
+            return tier
+    return "high"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Each stage's share of the budget: search, fine synthesis (compression), final training, reports."""
+
+    search: float = 0.6
+    fine: float = 0.0  # compression arrives with the next issue; until then final training gets its share
+    final: float = 0.3
+    reports: float = 0.1
+
+    def __post_init__(self) -> None:
+        shares = (self.search, self.fine, self.final, self.reports)
+        if min(shares) < 0 or abs(sum(shares) - 1) > 1e-9:
+            raise ValueError("schedule shares must be non-negative and sum to 1")
+
+
+@dataclass
+class Budget:
+    """Seconds (a wall-clock deadline) or epochs (reproducible); `clock` is injectable for tests."""
+
+    seconds: float | None = None
+    epochs: int | None = None
+    schedule: Schedule = field(default_factory=Schedule)
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(init=False)
+    epochs_used: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if (self.seconds is None) == (self.epochs is None):
+            raise ValueError("a budget is either seconds or epochs")
+        if (self.seconds is not None and self.seconds <= 0) or (self.epochs is not None and self.epochs < 1):
+            raise ValueError("a budget must be positive")
+        self.started = self._now()
+
+    def _now(self) -> float:
+        return float(self.clock())
+
+    @property
+    def reproducible(self) -> bool:
+        """Whether the budget counts epochs (so a seed fixes the whole run)."""
+        return self.epochs is not None
+
+    def elapsed(self) -> float:
+        """Seconds since the budget started."""
+        return self._now() - self.started
+
+    def used(self) -> float:
+        """The fraction of the budget spent (seconds or epochs)."""
+        if self.seconds is not None:
+            return self.elapsed() / self.seconds
+        return self.epochs_used / float(self.epochs or 1)
+
+    def spend_epochs(self, n: int) -> None:
+        """Count `n` training epochs against an epoch budget."""
+        self.epochs_used += n
+
+    def left(self, until: float) -> float:
+        """Seconds left before `until` (a fraction of the budget); infinite for an epoch budget."""
+        if self.seconds is None:
+            return float("inf")
+        return max(self.seconds * until - self.elapsed(), 0.0)
+
+    def epochs_left(self, until: float) -> int:
+        """Epochs left before `until` (a fraction of the budget); a large number for a time budget."""
+        if self.epochs is None:
+            return 1 << 30
+        return max(int(self.epochs * until) - self.epochs_used, 0)
+
+    def search_end(self) -> float:
+        """The fraction of the budget at which the search must stop."""
+        return self.schedule.search
+
+    def final_end(self) -> float:
+        """The fraction at which final training (and fine synthesis) must stop; reports get the rest."""
+        return self.schedule.search + self.schedule.fine + self.schedule.final

@@ -1,0 +1,144 @@
+"""Synthesis end to end: split the data, search architectures, train the winner, deliver it with its Pareto front.
+
+`synthesize` is the one engine behind the workers and the command line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.data import Dataset
+from synthesis import space
+from synthesis.budget import Budget
+from synthesis.deliver import Delivered, deliver, measured_latency_ms
+from synthesis.pareto import pareto_front
+from synthesis.progress import NullReporter, Reporter
+from synthesis.search import Search, SearchConfig, Trial
+from synthesis.split import stratified_split
+from synthesis.trial import run_trial
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to learn: raw images [N, H, W, C] or token ids [N, L] (int32), class ids, and duplicate groups."""
+
+    modality: str
+    x: np.ndarray
+    y: np.ndarray
+    num_classes: int
+    vocab_size: int = 0
+    groups: np.ndarray | None = None  # rows with equal values (exact duplicates) never straddle the split
+
+
+@dataclass(frozen=True)
+class Options:
+    """A run's seed, the constraints the delivered model must meet, and a device-memory cap for candidates."""
+
+    seed: int = 0
+    constraints: space.Constraints = field(default_factory=lambda: space.Constraints())
+    memory_limit: int | None = None
+    latency: space.LatencyModel | None = None  # None: calibrated on this machine from the space's seeds
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """The delivered model, the search log, the Pareto front, why the search stopped and the split used."""
+
+    model: Delivered
+    log: list[dict[str, Any]]
+    pareto: list[dict[str, Any]]
+    stop_reason: str
+    split: dict[str, int]
+    seconds: float
+
+
+def horizon_for(train_rows: int) -> int:
+    """Epochs a search trial may train: more for small datasets, whose epochs are cheap."""
+    return 24 if train_rows <= 5_000 else 12 if train_rows <= 30_000 else 8
+
+
+def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
+    """The space's view of `task`; images are normalised in the network by the training split's mean and std."""
+    if task.modality == "text":
+        return space.SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size)
+    pixels = task.x[train].astype(np.float32)
+    mean, std = float(pixels.mean()), float(pixels.std()) or 1.0
+    return space.SpaceInfo("image", tuple(int(d) for d in task.x.shape[1:]), task.num_classes,
+                           scale=1 / std, offset=-mean / std)
+
+
+def calibrate_latency(info: space.SpaceInfo, example: np.ndarray) -> space.LatencyModel:
+    """A latency model fitted to this machine: the seeds' measured ONNX latencies against their multiply-adds."""
+    specs = [space.to_spec(c, info) for c in space.seeds(info)]
+    return space.LatencyModel.calibrate([(spec, measured_latency_ms(spec, example)) for spec in specs])
+
+
+def synthesize(task: Task, budget: Budget, options: Options | None = None,
+               reporter: Reporter | None = None) -> Synthesis:
+    """Search, train and deliver the best network for `task` within `budget`, honouring the constraints."""
+    options, reporter = options or Options(), reporter or NullReporter()
+    split = stratified_split(task.y, options.seed, groups=task.groups)
+    x = task.x if task.modality == "text" else task.x.astype(np.float32)
+    data = Dataset(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
+    info = space_info(task, split.train)
+    sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test), "seed": split.seed}
+    reporter.event("split", sizes)
+    reporter.stage("search")
+    config = SearchConfig(horizon=horizon_for(len(split.train)), memory_limit=options.memory_limit, seed=options.seed)
+    latency = options.latency or calibrate_latency(info, x[split.train[:1]])
+    search = Search(info, data, budget, config, options.constraints, latency, reporter)
+    trials = search.run()
+    reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
+    reporter.stage("final_training")
+    winner, variables = _final(search, info, data, budget, reporter)
+    reporter.stage("delivering")
+    spec = space.to_spec(winner.candidate, info)
+    model = deliver(spec, variables, x[split.test], task.y[split.test])
+    model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
+                          "trials": len(trials), "search_stop": search.stop_reason})
+    reporter.progress(1.0, {"val_accuracy": winner.accuracy})
+    return Synthesis(model=model, log=[t.to_dict() for t in trials], pareto=_pareto(trials, winner, model),
+                     stop_reason=search.stop_reason, split=sizes, seconds=budget.elapsed())
+
+
+def _ranked(search: Search) -> list[Trial]:
+    trained = [t for t in search.trials if t.curve and t.status != "failed"]
+    if not trained:
+        raise RuntimeError(f"no candidate could be trained ({search.stop_reason}): "
+                           + "; ".join(sorted({t.reason for t in search.trials if t.reason})[:3]))
+    return sorted(trained, key=lambda t: t.accuracy, reverse=True)
+
+
+def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
+           reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
+    """Train the best-ranked candidate from scratch, longer and with early stopping; keep whichever weights
+    (the search trial's or the final run's) reach the higher validation accuracy."""
+    for winner in _ranked(search):
+        end = budget.final_end()
+        epochs = min(2 * search.config.horizon, max(budget.epochs_left(end), 1))
+        config = winner.candidate.hparams.to_train_config(
+            epochs=epochs, seed=search.config.seed + 10_000, patience=max(epochs // 3, 4),
+            time_limit_s=None if budget.reproducible else max(budget.left(end), 1.0))
+        final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True)
+        budget.spend_epochs(final.epochs)
+        reporter.event("final", {"candidate": winner.candidate.id, "status": final.status,
+                                 "val_accuracy": final.best_metric, "epochs": final.epochs})
+        searched = winner.result.variables if winner.result is not None else None
+        if final.variables is not None and (searched is None or final.best_metric >= winner.accuracy):
+            winner.predicted = max(winner.predicted, final.best_metric)
+            return winner, final.variables
+        if searched is not None:
+            return winner, searched
+    raise RuntimeError("no candidate could be trained to completion")
+
+
+def _pareto(trials: list[Trial], winner: Trial, model: Delivered) -> list[dict[str, Any]]:
+    points = [{"candidate": t.candidate.id, "accuracy": t.accuracy, "params": t.params,
+               "latency_ms": t.latency_ms, "latency": "estimated", "delivered": False}
+              for t in trials if t.curve and t.status != "failed"]
+    points.append({"candidate": winner.candidate.id, "accuracy": winner.accuracy, "params": model.param_count,
+                   "latency_ms": model.metrics["latency_ms"], "latency": "measured", "delivered": True})
+    return [points[i] for i in pareto_front(points)]

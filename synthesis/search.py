@@ -1,0 +1,193 @@
+"""Architecture search: regularized evolution whose trials are cut short by asynchronous successive halving.
+
+Each trial trains a candidate for up to `horizon` epochs. At the rungs (1, 3, 9, ... epochs) the performance
+estimator extrapolates the candidate's learning curve to the horizon; a trial whose prediction is not in the
+top 1/eta of the predictions made at that rung stops (Li et al., ASHA, MLSys 2020), so most candidates never
+train fully. New candidates are the seeds first, then mutations of the winner of a tournament among the
+recent trials (Real et al., "Regularized Evolution for Image Classifier Architecture Search", AAAI 2019), or
+random draws. Everything that decides what runs next depends on the seed and on measured accuracies only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.analysis import analyse
+from core.data import Dataset
+from synthesis import space
+from synthesis.budget import Budget
+from synthesis.estimator import predict_final
+from synthesis.progress import Reporter
+from synthesis.trial import TrialResult, memory_estimate, run_trial
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """How the search spends its share of the budget."""
+
+    horizon: int
+    eta: int = 3
+    population: int = 12
+    tournament: int = 3
+    random_fraction: float = 0.2
+    converged_after: int = 16  # trials in a row without a better predicted accuracy end the search
+    max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
+    memory_limit: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class Trial:
+    """One row of the search log."""
+
+    index: int
+    candidate: space.Candidate
+    params: int = 0
+    macs: int = 0
+    memory_bytes: int = 0
+    latency_ms: float = 0.0
+    status: str = "proposed"
+    reason: str = ""
+    curve: list[float] = field(default_factory=list)
+    predicted: float = 0.0
+    seconds: float = 0.0
+    started_at: float = 0.0  # the fraction of the budget spent when the trial started
+    result: TrialResult | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """The trial's best validation accuracy when it trained fully, else its predicted final accuracy."""
+        if self.result is not None and self.result.status in ("completed", "deadline"):
+            return max(self.result.best_metric, self.predicted)
+        return self.predicted
+
+    def to_dict(self) -> dict[str, Any]:
+        """The search-log entry (JSON-ready)."""
+        return {"index": self.index, **self.candidate.to_dict(), "params": self.params, "macs": self.macs,
+                "memory_bytes": self.memory_bytes, "latency_ms": round(self.latency_ms, 4), "status": self.status,
+                "reason": self.reason, "curve": [round(v, 6) for v in self.curve],
+                "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
+                "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4)}
+
+
+def rungs(eta: int, horizon: int) -> list[int]:
+    """The epochs at which trials are compared: 1, eta, eta^2, ... below the horizon."""
+    return [eta**k for k in range(int(math.log(max(horizon - 1, 1), eta)) + 1) if eta**k < horizon]
+
+
+class Search:
+    """One search over `info`'s space on `data`, spending `budget` up to its search share."""
+
+    def __init__(self, info: space.SpaceInfo, data: Dataset, budget: Budget, config: SearchConfig,
+                 constraints: space.Constraints, latency: space.LatencyModel, reporter: Reporter) -> None:
+        self.info, self.data, self.budget, self.config = info, data, budget, config
+        self.constraints, self.latency, self.reporter = constraints, latency, reporter
+        self.rng = np.random.default_rng(config.seed)
+        self.trials: list[Trial] = []
+        self.rung_scores: dict[int, list[float]] = {r: [] for r in rungs(config.eta, config.horizon)}
+        self.stop_reason = "budget"
+
+    def keep_going(self, curve: list[float]) -> bool:
+        """ASHA's rule at a rung: continue while the extrapolated accuracy is in the rung's top 1/eta."""
+        if self.budget.epochs_left(self.budget.search_end()) <= 0:
+            return False
+        scores = self.rung_scores.get(len(curve))
+        if scores is None:
+            return True
+        prediction = predict_final(curve, self.config.horizon)
+        scores.append(prediction)
+        if len(scores) < self.config.eta:
+            return True
+        return prediction >= float(np.quantile(scores, 1 - 1 / self.config.eta))
+
+    def proposals(self) -> Iterator[space.Candidate]:
+        """Seeds, then mutations of tournament winners among recent trials, or random draws."""
+        yield from space.seeds(self.info)
+        while True:
+            recent = [t for t in self.trials[-self.config.population:] if t.curve]
+            if len(recent) < 2 or self.rng.random() < self.config.random_fraction:
+                yield space.sample(self.rng, self.info)
+                continue
+            picks = self.rng.choice(len(recent), size=min(self.config.tournament, len(recent)), replace=False)
+            parent = max((recent[int(i)] for i in picks), key=lambda t: t.accuracy)
+            yield space.mutate(self.rng, parent.candidate, self.info)
+
+    def _admit(self, trial: Trial) -> bool:
+        spec = space.to_spec(trial.candidate, self.info)
+        info = analyse(spec)
+        trial.params, trial.macs = info.params, info.macs
+        trial.latency_ms = self.latency.estimate_ms(spec)
+        trial.memory_bytes = memory_estimate(spec, trial.candidate.hparams.batch_size)
+        reason = space.check(spec, self.constraints, self.latency)
+        if reason is None and self.config.memory_limit is not None and trial.memory_bytes > self.config.memory_limit:
+            need, limit = trial.memory_bytes / 2**20, self.config.memory_limit / 2**20
+            reason = f"out of memory: needs ~{need:.0f} MiB > {limit:.0f} MiB"
+        if reason is not None:
+            trial.status = "failed" if reason.startswith("out of memory") else "rejected"
+            trial.reason = reason
+        return reason is None
+
+    def _train(self, trial: Trial) -> None:
+        end, budget, share = self.budget.search_end(), self.budget, self.config.max_trial_share
+        if budget.reproducible:
+            cap = max(int((budget.epochs or 0) * end * share), 1)
+            epochs, time_limit = min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
+        else:
+            epochs = self.config.horizon
+            time_limit = max(min(budget.left(end), (budget.seconds or 0) * end * share), 1.0)
+        config = trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
+                                                         time_limit_s=time_limit, patience=None)
+        result = run_trial(space.to_spec(trial.candidate, self.info), config, self.data, self.keep_going,
+                           on_epoch=lambda _curve: self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {}))
+        self.budget.spend_epochs(result.epochs)
+        trial.result, trial.curve, trial.seconds = result, result.curve, result.seconds
+        trial.status, trial.reason = result.status, result.reason
+        trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0
+
+    def run(self) -> list[Trial]:
+        """Run trials until the search share of the budget is spent or the search converges."""
+        best, since_best, rejected = -1.0, 0, 0
+        for index, candidate in enumerate(self.proposals()):
+            if not self._time_for_a_trial():
+                break
+            trial = Trial(index, candidate, started_at=self.budget.used())
+            self.trials.append(trial)
+            if not self._admit(trial):
+                rejected += 1
+                self.reporter.event("candidate", trial.to_dict())
+                if rejected > 200:
+                    self.stop_reason = "no admissible candidate"
+                    break
+                continue
+            self._train(trial)
+            self._forget_weights_of_all_but_the_best()
+            self.reporter.event("candidate", trial.to_dict())
+            if trial.accuracy > best + 1e-4:
+                best, since_best = trial.accuracy, 0
+            else:
+                since_best += 1
+            if since_best >= self.config.converged_after:
+                self.stop_reason = "converged"
+                break
+        return self.trials
+
+    def _time_for_a_trial(self) -> bool:
+        """Whether the search share has room for another trial to reach its first rung."""
+        end = self.budget.search_end()
+        if self.budget.reproducible:
+            return self.budget.epochs_left(end) > 0
+        firsts = [t.result.first_epoch_s for t in self.trials if t.result is not None and t.result.first_epoch_s]
+        return self.budget.left(end) > (float(np.median(firsts)) if firsts else 0.0)
+
+    def _forget_weights_of_all_but_the_best(self) -> None:
+        kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
+        if len(kept) > 1:
+            keep = max(kept, key=lambda t: t.result.best_metric if t.result else 0.0)
+            for t in kept:
+                if t is not keep and t.result is not None:
+                    t.result.variables = None

@@ -1,0 +1,91 @@
+"""One candidate's training in the search: admitted by its memory estimate, stopped early by the search's rule.
+
+A trial trains a candidate for up to `horizon` epochs in one call of `core.training.train` (one compilation),
+asking the search after every epoch whether to go on — asynchronous successive halving (Li et al.,
+"A System for Massively Parallel Hyperparameter Tuning", MLSys 2020) needs no resumption of stopped runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.analysis import analyse
+from core.data import Dataset
+from core.model import build
+from core.spec import Spec
+from core.train_config import Progress, TrainConfig
+from core.training import train
+from synthesis.progress import Stopped
+
+ADAM_COPIES = 4
+"""Float32 copies of the parameters training holds: weights, gradients, and AdamW's two moments."""
+
+
+def memory_estimate(spec: Spec, batch_size: int) -> int:
+    """Bytes training `spec` at `batch_size` needs: parameter copies plus activations kept for the backward pass."""
+    info = analyse(spec)
+    return (info.params + info.state) * 4 * ADAM_COPIES + 2 * info.activation_bytes(batch_size)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception from training means the device ran out of memory."""
+    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc) or "out of memory" in str(exc).lower()
+
+
+class _StopTrial(Exception):
+    """Raised from the progress hook when the search stops a trial early."""
+
+
+@dataclass
+class TrialResult:
+    """What one trial measured: its validation curve, how it ended, its cost and (when completed) its weights."""
+
+    curve: list[float] = field(default_factory=list)
+    status: str = "completed"  # completed | stopped | deadline | failed
+    reason: str = ""
+    seconds: float = 0.0
+    epochs: int = 0
+    variables: dict[str, Any] | None = None
+    best_metric: float = 0.0
+    first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
+
+
+def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
+              keep_going: Callable[[list[float]], bool], on_epoch: Callable[[list[float]], None] | None = None,
+              ) -> TrialResult:
+    """Train `spec` with `config`; after each epoch `keep_going(curve)` may stop it. Failures are caught.
+
+    Cancellation (`synthesis.progress.Stopped` raised by `on_epoch`) propagates: it ends the whole search.
+    """
+    result = TrialResult()
+    start = time.perf_counter()
+
+    def hook(p: Progress) -> None:
+        if "val_accuracy" not in p.metrics:
+            return
+        result.curve.append(float(p.metrics["val_accuracy"]))
+        result.epochs = p.epoch
+        if p.epoch == 1:
+            result.first_epoch_s = p.elapsed_s
+        if on_epoch is not None:
+            on_epoch(result.curve)
+        if p.epoch < config.epochs and not keep_going(result.curve):
+            raise _StopTrial
+
+    try:
+        out = train(build(spec), data, config, on_progress=hook)
+    except _StopTrial:
+        result.status = "stopped"
+    except Stopped:
+        raise
+    except Exception as exc:  # a failed candidate never fails the job
+        result.status, result.reason = "failed", ("out of memory: " if is_out_of_memory(exc) else "") + str(exc)[:500]
+    else:
+        result.variables, result.best_metric = out.variables, out.best_metric
+        result.status = "deadline" if out.stop_reason == "deadline" else "completed"
+    result.seconds = time.perf_counter() - start
+    result.best_metric = max(result.best_metric, max(result.curve, default=0.0))
+    return result
