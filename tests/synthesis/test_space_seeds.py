@@ -38,7 +38,8 @@ def nodes(spec: Spec) -> dict[str, tuple[object, ...]]:
 def test_image_seeds_are_valid_networks_for_each_input_shape(shape: tuple[int, int, int]) -> None:
     info = image_info(shape)
     found = seeds(info)
-    assert [c.origin for c in found] == ["seed:lenet", "seed:hand-cnn", "seed:resnet", "seed:mobilenet"]
+    # the hand CNN first: the search tries the likeliest winner before anything else
+    assert [c.origin for c in found] == ["seed:hand-cnn", "seed:resnet", "seed:mobilenet", "seed:lenet"]
     for candidate in found:
         spec = to_spec(candidate, info)
         assert build(spec).graph.output_type.shape == (10,)
@@ -51,8 +52,8 @@ def test_image_seeds_are_valid_networks_for_each_input_shape(shape: tuple[int, i
 def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
     info = text_info(length)
     found = seeds(info)
-    assert [c.origin for c in found] == ["seed:fasttext", "seed:kim-cnn", "seed:transformer",
-                                         "seed:default-text-cnn"]
+    assert [c.origin for c in found] == ["seed:default-text-cnn", "seed:fasttext", "seed:kim-cnn",
+                                         "seed:transformer"]
     for candidate in found:
         spec = to_spec(candidate, info)
         assert build(spec).graph.output_type.shape == (3,)
