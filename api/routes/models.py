@@ -20,9 +20,10 @@ from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
 from api.package import native_package
 from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
-from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
-from store.ingest import Limits, TextEncoder, decode_image
+from store.errors import InvalidInput, NotFound, PayloadTooLarge
+from store.ingest import Limits, decode_image
 from store.models import Job, TrainedModel
+from store.package import image_shape, network_input
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -159,15 +160,12 @@ async def _files(headers: Headers, boundary: bytes, body: bytes) -> list[bytes]:
 
 
 def _pixels(files: Sequence[bytes], preprocessing: dict[str, Any]) -> np.ndarray:
-    """Decoded images as float32 [N, H, W, C] raw pixel values; DatasetRejected names the file at fault."""
-    height, width, channels = (int(d) for d in preprocessing["shape"])
-    images = []
-    for index, data in enumerate(files):
-        try:
-            images.append(decode_image(data, (height, width, channels), Limits()))
-        except DatasetRejected as exc:
-            raise DatasetRejected(exc.reason, f"files[{index}]: {exc.detail}") from exc
-    return np.stack(images).astype(np.float32)
+    """Decoded images as the network's input, float32 [N, H, W, C] raw pixel values; DatasetRejected names the
+    file at fault."""
+    shape = image_shape(preprocessing)
+    assert shape is not None  # the route sends files to image models only
+    images = [decode_image(data, shape, Limits(), name=f"files[{index}]") for index, data in enumerate(files)]
+    return network_input(preprocessing, images=images)
 
 
 def _texts(body: bytes) -> list[str]:
@@ -183,5 +181,5 @@ def _texts(body: bytes) -> list[str]:
 
 
 def _token_ids(texts: Sequence[str], preprocessing: dict[str, Any]) -> np.ndarray:
-    """The texts as int32 [N, L] token ids from the model's encoder."""
-    return TextEncoder.from_json(preprocessing["encoder"]).encode(texts)
+    """The texts as the network's input, int32 [N, L] token ids from the model's encoder."""
+    return network_input(preprocessing, texts=texts)

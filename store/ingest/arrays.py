@@ -136,17 +136,34 @@ def label_names(labels: np.ndarray) -> list[str]:
     return [names[i] for i in inverse.tolist()]
 
 
-def read_npz(path: Path, limits: Limits) -> NpzImages:
-    """The images and labels under keys x/y or x_train/y_train (then x_test/y_test only counted)."""
+def _read(
+    path: Path, limits: Limits, pairs: tuple[tuple[str, str], ...], labelled: bool, wanted: str,
+) -> tuple[np.ndarray, np.ndarray | None, int | None]:
+    """The images [N, H, W, C] under the first pair's x key present, their labels (None when not `labelled`
+    and absent) and the size of an x_test split; the npz is refused as not holding `wanted` without them."""
     with SafeZip(path, limits) as archive:
         npz = _Npz(archive)
-        keys = next(((x, y) for x, y in _KEY_PAIRS if x in npz.members and y in npz.members), None)
+        keys = next(((x, y) for x, y in pairs if x in npz.members and (y in npz.members or not labelled)), None)
         if keys is None:
             found = ", ".join(sorted(npz.members)) or "none"
-            raise _malformed(f"the npz needs arrays 'x' and 'y' (or 'x_train' and 'y_train'); found: {found}")
+            raise _malformed(f"the npz needs {wanted}; found: {found}")
         x_key, y_key = keys
         x = npz.read(x_key, _check_x(x_key, limits))
-        labels = npz.read(y_key, _check_y(y_key, x.shape[0]))
+        labels = npz.read(y_key, _check_y(y_key, x.shape[0])) if y_key in npz.members else None
         test = _test_samples(npz, x.shape) if x_key == "x_train" else None
     x = _finite_float32(x, x_key) if x.dtype.kind == "f" else x.astype(np.uint8, copy=False)
-    return NpzImages(x if x.ndim == 4 else x[..., np.newaxis], labels, test)
+    return x if x.ndim == 4 else x[..., np.newaxis], labels, test
+
+
+def read_npz(path: Path, limits: Limits) -> NpzImages:
+    """The images and labels under keys x/y or x_train/y_train (then x_test/y_test only counted)."""
+    x, labels, test = _read(path, limits, _KEY_PAIRS, True, "arrays 'x' and 'y' (or 'x_train' and 'y_train')")
+    assert labels is not None  # a labelled read refuses an npz without them
+    return NpzImages(x, labels, test)
+
+
+def read_npz_inputs(path: Path, limits: Limits) -> tuple[np.ndarray, np.ndarray | None]:
+    """Images to predict on under key x, [N, H, W, C] uint8 (float32 when the npz holds floats), and their
+    raw labels under key y when the npz has them."""
+    x, labels, _ = _read(path, limits, (("x", "y"),), False, "an array 'x' of images (and optionally 'y' of labels)")
+    return x, labels

@@ -69,10 +69,11 @@ def decode_pixels(
     return pixels.reshape(image.height, image.width, -1), resized
 
 
-def decode_image(data: bytes, shape: tuple[int, int, int], limits: Limits) -> np.ndarray:
-    """One PNG or JPEG as uint8 [H, W, C] of the given shape (C = 1 or 3), converted and resized as needed."""
+def decode_image(data: bytes, shape: tuple[int, int, int], limits: Limits, name: str = "the image") -> np.ndarray:
+    """One PNG or JPEG as uint8 [H, W, C] of the given shape (C = 1 or 3), converted and resized as needed;
+    a refusal calls it `name`."""
     height, width, channels = shape
     if channels not in (1, 3):
         raise ValueError(f"an image shape needs 1 or 3 channels, not {channels}")
-    pixels, _ = decode_pixels(data, "the image", limits, channels=channels, size=(height, width))
+    pixels, _ = decode_pixels(data, name, limits, channels=channels, size=(height, width))
     return pixels

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from store.ingest.labels import check_classes
 from store.ingest.limits import Limits
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
+T = TypeVar("T")
 
 
 def _visible_parts(name: str) -> list[str] | None:
@@ -25,11 +27,18 @@ def _visible_parts(name: str) -> list[str] | None:
     return parts
 
 
+def visible_files(files: Iterable[tuple[T, str]]) -> list[tuple[T, list[str]]]:
+    """Each (item, "/"-separated path) that is not a hidden file or OS leftover, with its path's parts; without
+    the one root folder that wraps them all when every file lies in a subfolder of it."""
+    visible = [(item, parts) for item, name in files if (parts := _visible_parts(name))]
+    if len({parts[0] for _, parts in visible}) == 1 and all(len(parts) >= 3 for _, parts in visible):
+        visible = [(item, parts[1:]) for item, parts in visible]  # one wrapping root folder
+    return visible
+
+
 def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInfo, str]]:
     """Each image member with its class (folder) name; refuse a bad layout or bad class counts before decoding."""
-    files = [(info, parts) for info in archive.members if (parts := _visible_parts(info.filename))]
-    if len({parts[0] for _, parts in files}) == 1 and all(len(parts) >= 3 for _, parts in files):
-        files = [(info, parts[1:]) for info, parts in files]  # one wrapping root folder
+    files = visible_files((info, info.filename) for info in archive.members)
     for info, parts in files:
         if len(parts) != 2:
             where = "at the top of the archive" if len(parts) < 2 else "nested below a class folder"
