@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import datasets, health, jobs, me, models
+from api.routes import datasets, health, jobs, me, models, search
 from api.tasks import make_sender
 from store.db import make_engine, make_session_factory
 from store.settings import Settings
@@ -40,6 +40,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sender = make_sender(settings)
     install_error_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
-    for module in (me, datasets, jobs, models):
+    for module in (me, datasets, jobs, search, models):
         app.include_router(module.router, prefix=API_PREFIX)
     return app

@@ -14,9 +14,11 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from api.predict_cli import add_predict_parser
 from store import migrate
 from store.apikeys import create_api_key
 from store.db import make_engine, make_session_factory, session_scope
+from store.errors import StoreError
 from store.models import User
 from store.settings import Settings
 
@@ -95,6 +97,13 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> None:
     os.execv(command[0], command)
 
 
+def cmd_synthesize(_settings: Settings, args: argparse.Namespace) -> None:
+    """Replace this process with `python -m workers.cli` (the engine is loaded by name, never imported here)."""
+    command = [sys.executable, "-m", "workers.cli", *args.rest]
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
     """The embedded default: migrate, create a local admin on first start, then serve the API and one worker."""
     import uvicorn
@@ -140,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=0, help="jobs at once, one per device (default: "
                    "NETSYNTH_WORKER_DEVICES)")
     p.set_defaults(func=cmd_worker)
+    p = sub.add_parser("synthesize", add_help=False, help="synthesize a model from a local dataset "
+                       "(netsynth synthesize --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_synthesize)
+    add_predict_parser(sub)
     p = sub.add_parser("run", help="migrate, create a local admin, serve the API with one worker (Ctrl-C stops)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -156,11 +170,15 @@ def settings_queue() -> str:
 def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
     """Run the command line; return its exit status (0 ok, 1 database failure, 2 bad input)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["synthesize"]:  # its options (--help included) are workers.cli's, passed on untouched
+        args = argparse.Namespace(func=cmd_synthesize, rest=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     settings = settings or Settings()
     try:
         args.func(settings, args)
-    except CliError as exc:
+    except (CliError, StoreError) as exc:
         print(f"netsynth: error: {exc}", file=sys.stderr)
         return USAGE_ERROR
     except SQLAlchemyError as exc:

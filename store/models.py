@@ -150,6 +150,8 @@ class Job(HasId, Base):
     dataset_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     budget_tier: Mapped[BudgetTier] = mapped_column(_enum(BudgetTier))
     budget_seconds: Mapped[int] = mapped_column(Integer)
+    budget_epochs: Mapped[int | None] = mapped_column(Integer)  # reproducible mode: a budget of training epochs
+    seed: Mapped[int] = mapped_column(Integer, default=0)
     constraints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED, index=True)
     stage: Mapped[str | None] = mapped_column(String(64))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import numpy as np
 from store.blobs import BlobStore
 from store.ingest import ImageData, Limits, TextEncoder, load_file
 from store.models import Dataset
-from synthesis.default import Task
+from synthesis.engine import Task
 from synthesis.split import stratified_split
 
 
@@ -26,19 +27,33 @@ class Prepared:
     classes: list[str]
 
 
+def duplicate_groups(samples: list[bytes]) -> np.ndarray:
+    """One group id per sample; exact duplicates share theirs (so they never straddle the split)."""
+    ids: dict[bytes, int] = {}
+    return np.asarray([ids.setdefault(hashlib.sha256(s).digest(), len(ids)) for s in samples], np.int64)
+
+
 def prepare(dataset: Dataset, blobs: BlobStore, limits: Limits, seed: int = 0) -> Prepared:
-    """Load `dataset`'s file from the blob store; texts get a vocabulary learned from the training split only."""
+    """Load `dataset`'s file from the blob store and prepare it (see `prepare_file`)."""
     with tempfile.TemporaryDirectory(prefix="netsynth-") as tmp:
         path = Path(tmp) / (dataset.filename or "dataset")
         with blobs.open(dataset.blob_key) as src, path.open("wb") as dst:
             shutil.copyfileobj(src, dst, 1024 * 1024)
-        data = load_file(path, dataset.format, limits)
+        return prepare_file(path, dataset.format, limits, seed)
+
+
+def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepared:
+    """Load a validated dataset file; exact duplicates are grouped, texts get a vocabulary learned from the
+    training split only (the split synthesis makes from the same labels, groups and seed)."""
+    data = load_file(path, fmt, limits)
     if isinstance(data, ImageData):
         h, w, c = (int(d) for d in data.x.shape[1:])
-        task = Task("image", data.x, data.y, len(data.classes), seed=seed)
+        groups = duplicate_groups([row.tobytes() for row in data.x])
+        task = Task("image", data.x, data.y, len(data.classes), groups=groups)
         return Prepared(task, {"kind": "image", "shape": [h, w, c]}, list(data.classes))
-    train_rows = stratified_split(data.y, seed).train  # the same split synthesis makes from (y, seed)
+    groups = duplicate_groups([t.encode("utf-8") for t in data.texts])
+    train_rows = stratified_split(data.y, seed, groups=groups).train
     encoder = TextEncoder.fit([data.texts[i] for i in train_rows])
-    ids = encoder.encode(data.texts)
-    task = Task("text", np.asarray(ids, np.int32), data.y, len(data.classes), vocab_size=encoder.vocab_size, seed=seed)
+    ids = np.asarray(encoder.encode(data.texts), np.int32)
+    task = Task("text", ids, data.y, len(data.classes), vocab_size=encoder.vocab_size, groups=groups)
     return Prepared(task, {"kind": "text", "encoder": encoder.to_json()}, list(data.classes))

@@ -11,18 +11,22 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.blobs import BlobStore
 from store.db import session_scope
 from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
-from store.models import Dataset, Job, JobState, TrainedModel
+from store.models import Dataset, Job, JobState
 from store.settings import Settings
 from workers.reporter import DbReporter, JobCancelled, LeaseTaken
+
+if TYPE_CHECKING:
+    from synthesis.engine import Synthesis
+    from workers.data import Prepared
 
 log = logging.getLogger(__name__)
 HOST = socket.gethostname()
@@ -79,7 +83,9 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
 
 
 def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
-    from synthesis.default import train_default  # JAX loads here, in the pool process only
+    from synthesis.budget import Budget  # JAX loads with the engine, in the pool process only
+    from synthesis.engine import Options, synthesize
+    from synthesis.space import Constraints
     from workers.data import prepare
 
     try:
@@ -88,15 +94,15 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
             if job.dataset_id is None:
                 raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
-            budget = float(job.budget_seconds)
+            budget = (Budget(epochs=job.budget_epochs) if job.budget_epochs is not None
+                      else Budget(seconds=float(job.budget_seconds)))
+            limits, seed = dict(job.constraints), job.seed
         reporter.stage("loading")
-        prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits())
-        result = train_default(prepared.task, budget, reporter)
-        model = TrainedModel(job_id=job_id, variant="dense", spec=result.spec, weights=result.weights,
-                             onnx=result.onnx, classes=prepared.classes, preprocessing=prepared.preprocessing,
-                             metrics=result.metrics, param_count=result.param_count,
-                             weights_bytes=len(result.weights))
-        return _succeed(ctx, job_id, model, reporter.elapsed())
+        prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), seed)
+        constraints = Constraints(max_params=limits.get("max_params"), max_model_bytes=limits.get("max_model_bytes"),
+                                  max_latency_ms=limits.get("max_latency_ms"))
+        result = synthesize(prepared.task, budget, Options(seed=seed, constraints=constraints), reporter)
+        return _succeed(ctx, job_id, result, prepared, reporter.elapsed())
     except JobCancelled:
         return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed())
     except SoftTimeLimitExceeded:
@@ -110,21 +116,18 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
         return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(), error=f"{type(exc).__name__}: {exc}")
 
 
-def _succeed(ctx: Context, job_id: uuid.UUID, model: TrainedModel, spent: float) -> str:
+def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepared, spent: float) -> str:
+    from workers import results
+
     try:
         with session_scope(ctx.factory) as session:
             job = renew(session, job_id, ctx.owner, ctx.settings.lease_seconds)
-            existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
-                                                                     TrainedModel.variant == model.variant)).first()
-            if existing is None:
-                session.add(model)
-                session.flush()
+            model_id = results.save(session, job_id, result, prepared)
             job.device_seconds, job.stage = round(spent, 3), "done"
             transition(job, JobState.SUCCEEDED)
             release(job)
-            append_event(session, job, "succeeded", {"model_id": str(existing or model.id),
-                                                     "metrics": {k: v for k, v in model.metrics.items()
-                                                                 if isinstance(v, int | float | str)}})
+            append_event(session, job, "succeeded", {"model_id": str(model_id), "metrics": {
+                k: v for k, v in result.model.metrics.items() if isinstance(v, int | float | str)}})
     except LeaseLost:
         return "lease-lost"
     return JobState.SUCCEEDED.value

@@ -19,7 +19,7 @@ from api.events import EVENT_STREAM, JSON, MAX_SEQ, event_stream, prefers_json
 from api.routes.datasets import owned_dataset
 from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
-from store.errors import Conflict, NotFound, Unavailable
+from store.errors import Conflict, InvalidInput, NotFound, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
 from store.models import TIER_SECONDS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
@@ -68,6 +68,7 @@ def _model_ids(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[uuid.U
 def _out(job: Job, model_ids: list[uuid.UUID]) -> JobOut:
     return JobOut(
         id=job.id, dataset_id=job.dataset_id, budget_tier=job.budget_tier, budget_seconds=job.budget_seconds,
+        budget_epochs=job.budget_epochs, seed=job.seed,
         constraints=job.constraints, queue=job.queue, state=job.state, stage=job.stage, progress=job.progress,
         device_seconds=job.device_seconds, error=job.error, attempts=job.attempts,
         cancel_requested=job.cancel_requested_at is not None, created_at=job.created_at,
@@ -104,8 +105,11 @@ def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings
         raise Conflict(f"dataset {dataset.id} is {dataset.status.value}, not ready")
     tier, seconds = _budget(body.budget, dataset.sample_count)
     constraints = body.constraints.model_dump(exclude_none=True) if body.constraints else {}
+    if body.epochs is not None and body.budget is not None:
+        raise InvalidInput("give a budget in time ('budget') or in epochs ('epochs'), not both")
     job = Job(owner_id=user.id, dataset_id=dataset.id, budget_tier=tier, budget_seconds=seconds,
-              constraints=constraints, queue=body.queue or settings.default_queue, state=JobState.QUEUED)
+              budget_epochs=body.epochs, seed=body.seed, constraints=constraints,
+              queue=body.queue or settings.default_queue, state=JobState.QUEUED)
     session.add(job)
     session.flush()
     append_event(session, job, "queued", {"budget_tier": tier.value, "budget_seconds": seconds})

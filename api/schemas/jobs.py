@@ -41,6 +41,11 @@ class JobCreate(BaseModel):
         ),
     )
     constraints: JobConstraints | None = None
+    epochs: StrictInt | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Reproducible mode: a budget of training epochs instead of time, so the same seed gives the "
+                    "same search (a time budget cannot: how far a run gets depends on the machine's speed).")
+    seed: StrictInt = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the split and the search.")
     queue: Literal["cpu", "gpu"] | None = Field(default=None, description="Omitted: the service's default queue.")
 
 
@@ -51,6 +56,8 @@ class JobOut(BaseModel):
     dataset_id: uuid.UUID | None = Field(description="None once the dataset was deleted.")
     budget_tier: BudgetTier
     budget_seconds: int
+    budget_epochs: int | None
+    seed: int
     constraints: dict[str, Any]
     queue: str
     state: JobState

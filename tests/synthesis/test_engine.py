@@ -1,0 +1,104 @@
+"""The synthesis engine on tiny data: a valid model within the budget, constraints held, failures isolated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core import checkpoint, tree
+from core.onnx_run import OnnxClassifier
+from core.spec import Spec
+from synthesis.budget import Budget
+from synthesis.engine import Options, Synthesis, Task, synthesize
+from synthesis.progress import NullReporter, Stopped
+from synthesis.space import Constraints, LatencyModel
+from tests.datasets import digits_arrays
+
+LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)  # fixed, so runs do not depend on this machine
+
+
+@pytest.fixture(scope="module")
+def digits_task() -> Task:
+    x, y = digits_arrays()
+    keep = np.arange(len(y)) % 4 == 0  # 450 images: tiny, so a search takes seconds
+    return Task("image", x[keep], y[keep], 10)
+
+
+def _stable(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The search log without its wall-clock fields."""
+    return [{k: v for k, v in e.items() if k not in ("seconds", "started_at", "latency_ms")} for e in log]
+
+
+def _run(task: Task, epochs: int, seed: int = 0, **options: Any) -> Synthesis:
+    return synthesize(task, Budget(epochs=epochs), Options(seed=seed, latency=LATENCY, **options))
+
+
+def test_search_returns_a_valid_model(digits_task: Task) -> None:
+    result = _run(digits_task, epochs=40)
+    spec = Spec.from_dict(result.model.spec)
+    assert spec.num_classes == 10
+    assert result.model.metrics["test_accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert len(result.log) >= 2 and result.log[0]["origin"].startswith("seed:")
+    assert any(p["delivered"] for p in result.pareto)
+    x_test = digits_task.x[:16].astype(np.float32)
+    assert OnnxClassifier(result.model.onnx).predict_proba(x_test).shape == (16, 10)
+    trained = [e for e in result.log if e["curve"]]
+    assert sum(e["epochs"] for e in trained) <= 40  # the epoch budget's search share holds
+
+
+def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
+    first, second = _run(digits_task, epochs=24, seed=3), _run(digits_task, epochs=24, seed=3)
+    assert _stable(first.log) == _stable(second.log)
+    assert first.model.metrics["candidate"] == second.model.metrics["candidate"]
+    weights = [tree.flatten(checkpoint.from_bytes(r.model.weights).variables) for r in (first, second)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])  # bit-identical training
+
+
+def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> None:
+    result = _run(digits_task, epochs=30, memory_limit=2 * 2**20)  # 2 MiB: only small networks fit
+    failed = [e for e in result.log if e["status"] == "failed"]
+    assert failed and all(e["reason"].startswith("out of memory") for e in failed)
+    assert all(e["memory_bytes"] <= 2 * 2**20 for e in result.log if e["curve"])
+    assert result.model.metrics["test_accuracy"] is not None
+
+
+def test_constraints_are_never_violated(digits_task: Task) -> None:
+    limit = Constraints(max_params=20_000)
+    result = _run(digits_task, epochs=30, constraints=limit)
+    assert result.model.param_count <= 20_000
+    assert all(e["params"] <= 20_000 for e in result.log if e["status"] != "rejected")
+    assert all("max_params" in e["reason"] for e in result.log if e["status"] == "rejected")
+
+
+def test_time_budget_trials_start_within_the_search_share(digits_task: Task) -> None:
+    budget = Budget(seconds=25)
+    result = synthesize(digits_task, budget, Options(latency=LATENCY))
+    assert result.log and all(e["started_at"] < budget.search_end() for e in result.log)
+    assert result.seconds > 0
+
+
+def test_text_task() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    x = rng.integers(2, 50, (300, 12)).astype(np.int32)
+    x[:, 0] = np.where(y == 1, 60, 61)  # the first token gives the class away
+    result = _run(Task("text", x, y, 2, vocab_size=64), epochs=24)
+    assert result.model.metrics["test_accuracy"] >= 0.9
+
+
+class _Cancelling(NullReporter):
+    def __init__(self) -> None:
+        self.epochs = 0
+
+    def progress(self, fraction: float, metrics: Any) -> None:
+        self.epochs += 1
+        if self.epochs >= 3:
+            raise Stopped("cancelled")
+
+
+def test_a_reporter_can_stop_the_search(digits_task: Task) -> None:
+    with pytest.raises(Stopped):
+        synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), _Cancelling())

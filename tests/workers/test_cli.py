@@ -1,0 +1,89 @@
+"""`netsynth synthesize`: the package it writes, clear errors, and the same result as a worker for one seed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from core.onnx_run import OnnxClassifier
+from store.settings import Settings
+from tests.datasets import digits_arrays, write_image_zip
+from tests.workers.conftest import make_keys
+from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for
+
+V1 = "/api/v1"
+EPOCHS, SEED = 16, 2
+
+
+def _small_digits(folder: Path) -> Path:
+    x, y = digits_arrays()
+    keep = np.arange(len(y)) % 3 == 0
+    return write_image_zip(folder / "digits.zip", x[keep], y[keep])
+
+
+def _cli(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NETSYNTH_", "XLA_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "api.cli", "synthesize", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_cli_writes_the_package_and_matches_a_worker(tmp_path: Path, pg_redis_settings: Settings,
+                                                     worker_factory: list[WorkerProcess]) -> None:
+    data, out = _small_digits(tmp_path), tmp_path / "out"
+    done = _cli(data, "--epochs", EPOCHS, "--seed", SEED, "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "test accuracy" in done.stdout
+    names = {p.name for p in out.iterdir()}
+    assert {"model.onnx", "spec.json", "weights.safetensors", "preprocessing.json", "labels.json", "metrics.json",
+            "search_log.jsonl", "pareto.json", "README.md"} <= names
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["seed"] == SEED and metrics["test_accuracy"] > 0.5
+    cli_log = [json.loads(line) for line in (out / "search_log.jsonl").read_text().splitlines()]
+    assert cli_log and all({"curve", "predicted", "accuracy", "status", "seconds"} <= e.keys() for e in cli_log)
+    assert any(p["delivered"] for p in json.loads((out / "pareto.json").read_text()))
+    x, _ = digits_arrays()
+    assert OnnxClassifier(out / "model.onnx").predict_proba(x[:4]).shape == (4, 10)
+
+    # the same data, epochs and seed through the API and a Celery worker: the same search, the same model
+    settings = pg_redis_settings
+    keys = make_keys(settings.database_url)
+    worker_factory.append(WorkerProcess(settings, tmp_path / "worker.log").wait_ready())
+    with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
+        with data.open("rb") as f:
+            dataset = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)}).json()
+        r = client.post(f"{V1}/jobs", headers=keys.alice,
+                        json={"dataset_id": dataset["id"], "epochs": EPOCHS, "seed": SEED})
+        assert r.status_code == 201, r.text
+        job_url = f"{V1}/jobs/{r.json()['id']}"
+        job = wait_for(lambda: (j := client.get(job_url, headers=keys.alice).json())["state"] not in
+                       ("queued", "running") and j, 600, "the job")
+        assert job["state"] == "succeeded", job
+        rows = client.get(f"{job_url}/candidates", headers=keys.alice).json()
+        worker_log = [(c["genome"]["id"], c["metrics"]["curve"]) for c in rows]
+        model = client.get(f"{V1}/models/{job['model_ids'][0]}", headers=keys.alice).json()
+        pareto = client.get(f"{job_url}/pareto", headers=keys.alice).json()
+        assert client.get(f"{job_url}/candidates", headers=keys.bob).status_code == 404
+    assert worker_log == [(e["id"], e["curve"]) for e in cli_log]
+    assert model["metrics"]["candidate"] == metrics["candidate"]
+    assert model["metrics"]["test_accuracy"] == metrics["test_accuracy"]
+    assert any(p["delivered"] for p in pareto)
+
+
+def test_bad_data_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    x, _ = digits_arrays()
+    one_class = write_image_zip(tmp_path / "one.zip", x[:20], np.zeros(20, np.int64))
+    done = _cli(one_class, "--budget", "30", "--out", tmp_path / "out")
+    assert done.returncode == 2
+    assert "too-few-classes" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+    done = _cli(one_class, "--budget", "soon", "--out", tmp_path / "out")
+    assert done.returncode == 2 and "not 'soon'" in done.stderr
+    done = _cli(tmp_path / "missing.zip", "--out", tmp_path / "out")
+    assert done.returncode == 2 and "does not exist" in done.stderr

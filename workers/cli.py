@@ -1,0 +1,189 @@
+"""`netsynth synthesize DATA --out DIR`: the engine the workers run, on a local dataset, with a progress bar.
+
+Writes to DIR the model package (as the API's native download, unzipped), `search_log.jsonl`, `pareto.json`
+and `metrics.json`. `netsynth` (api/cli.py) hands this command over by name, so the API never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+USAGE_ERROR = 2
+_RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
+
+
+class ProgressBar:
+    """A `synthesis.progress.Reporter` drawing one line: stage, elapsed against the budget, best accuracy."""
+
+    def __init__(self, budget_text: str, stream: TextIO = sys.stderr) -> None:
+        self.budget_text, self.stream = budget_text, stream
+        self.started, self.stage_name, self.best, self.trials = time.monotonic(), "starting", 0.0, 0
+        self.fraction = 0.0
+
+    def _draw(self) -> None:
+        elapsed = time.monotonic() - self.started
+        bar = "#" * int(20 * min(self.fraction, 1.0))
+        self.stream.write(f"\r[{bar:<20}] {self.stage_name:<15} {elapsed:7.1f} s of {self.budget_text:<10} "
+                          f"best {self.best:.4f}  trials {self.trials}   ")
+        self.stream.flush()
+
+    def stage(self, name: str) -> None:
+        """Show the new stage."""
+        self.stage_name = name
+        self._draw()
+
+    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
+        """Move the bar."""
+        self.fraction = max(self.fraction, fraction)
+        self.best = max(self.best, float(metrics.get("val_accuracy", 0.0)))
+        self._draw()
+
+    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Count trials and keep the best accuracy seen."""
+        if kind == "candidate":
+            self.trials += 1
+            self.best = max(self.best, float(payload.get("accuracy", 0.0)))
+        self._draw()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments of `netsynth synthesize`."""
+    p = argparse.ArgumentParser(prog="netsynth synthesize", description=__doc__.split("\n")[0])
+    p.add_argument("data", type=Path, help="image zip or folder of class folders, .npz, CSV (text,label) or TSV")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget", help="low, medium, high (2 / 5 / 16 device-hours) or seconds "
+                                         "(default: chosen from the dataset's size)")
+    budget.add_argument("--epochs", type=int, help="reproducible mode: a budget of training epochs, so the same "
+                                                   "seed gives the same search log")
+    p.add_argument("--out", type=Path, required=True, help="output folder (must be new or empty)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-params", type=int)
+    p.add_argument("--max-model-bytes", type=int)
+    p.add_argument("--max-latency-ms", type=float)
+    p.add_argument("--resize", help="HEIGHTxWIDTH for image folders of mixed sizes")
+    return p
+
+
+class CliError(Exception):
+    """Bad input: printed as `netsynth: error: ...`, exit status 2."""
+
+
+def _budget_seconds(text: str | None, samples: int) -> float:
+    from synthesis.budget import TIER_SECONDS, tier_for
+
+    text = text or tier_for(samples)
+    if text in TIER_SECONDS:
+        return float(TIER_SECONDS[text])
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise CliError(f"--budget must be low, medium, high or a number of seconds, not {text!r}") from None
+    if not 1 <= seconds <= 16 * 3600 * 4:
+        raise CliError(f"--budget must be between 1 and {16 * 3600 * 4} seconds")
+    return seconds
+
+
+def _as_file(data: Path, tmp: Path) -> Path:
+    """A dataset file: a folder of class folders is zipped (stored, not compressed) first."""
+    if data.is_dir():
+        target = tmp / f"{data.name or 'data'}.zip"
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
+            for path in sorted(data.rglob("*")):
+                if path.is_file():
+                    archive.write(path, path.relative_to(data).as_posix())
+        return target
+    if not data.is_file():
+        raise CliError(f"{data} does not exist")
+    return data
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Validate the data, synthesize, write the outputs; return the output folder."""
+    from store.errors import DatasetRejected
+    from store.ingest import Limits, inspect_file
+
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise CliError(f"{args.out} exists and is not an empty folder")
+    resize = None
+    if args.resize:
+        if (match := _RESIZE.match(args.resize)) is None:
+            raise CliError("--resize must look like 32x32")
+        resize = (int(match[1]), int(match[2]))
+    limits = Limits(resize=resize)
+    with tempfile.TemporaryDirectory(prefix="netsynth-") as tmp:
+        path = _as_file(args.data, Path(tmp))
+        try:
+            found = inspect_file(path, path.name, limits)
+        except DatasetRejected as exc:
+            raise CliError(f"{args.data}: {exc.detail} ({exc.reason})") from None
+        print(f"{args.data}: {found.sample_count} {found.modality} samples, {len(found.classes)} classes",
+              file=sys.stderr)
+        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_xla_flags()]).strip()
+        from workers.data import prepare_file
+
+        prepared = prepare_file(path, found.format, limits, args.seed)
+    return _synthesize(args, prepared, found.sample_count)
+
+
+def _xla_flags() -> Sequence[str]:
+    from core.kernels import CPU_XLA_FLAGS  # before JAX's backend starts: XLA reads them then
+
+    return [f for f in CPU_XLA_FLAGS if f.split("=")[0] not in os.environ.get("XLA_FLAGS", "")]
+
+
+def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
+    from store.package import package_files, write_package
+    from synthesis.budget import Budget
+    from synthesis.engine import Options, synthesize
+    from synthesis.space import Constraints
+
+    if args.epochs is not None:
+        if args.epochs < 1:
+            raise CliError("--epochs must be at least 1")
+        budget, budget_text = Budget(epochs=args.epochs), f"{args.epochs} epochs"
+    else:
+        seconds = _budget_seconds(args.budget, samples)
+        budget, budget_text = Budget(seconds=seconds), f"{seconds:.0f} s"
+    constraints = Constraints(max_params=args.max_params, max_model_bytes=args.max_model_bytes,
+                              max_latency_ms=args.max_latency_ms)
+    result = synthesize(prepared.task, budget, Options(seed=args.seed, constraints=constraints),
+                        ProgressBar(budget_text))
+    print(file=sys.stderr)
+    model = result.model
+    files = package_files(model.spec, model.weights, model.onnx, prepared.preprocessing, prepared.classes,
+                          model.metrics)
+    files["model.onnx"] = model.onnx
+    files["search_log.jsonl"] = "".join(json.dumps(e, sort_keys=True) + "\n" for e in result.log).encode()
+    files["pareto.json"] = json.dumps(result.pareto, indent=2).encode()
+    summary = {**model.metrics, "seed": args.seed, "budget": budget_text, "seconds": round(result.seconds, 3),
+               "split": result.split, "search_stop": result.stop_reason}
+    files["metrics.json"] = json.dumps(summary, indent=2).encode()
+    write_package(args.out, files)
+    print(f"model: test accuracy {model.metrics['test_accuracy']:.4f}, {model.param_count:,} parameters, "
+          f"{len(result.log)} candidates; written to {args.out}")
+    return Path(args.out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `netsynth synthesize`; return 0, or 2 on bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except CliError as exc:
+        print(f"netsynth: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""What a finished synthesis leaves in the database: the model, every candidate of the search, the Pareto front."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from store.models import Candidate, CandidateStatus, Report, TrainedModel
+from synthesis.engine import Synthesis
+from workers.data import Prepared
+
+STATUS = {"completed": CandidateStatus.TRAINED, "deadline": CandidateStatus.TRAINED,
+          "stopped": CandidateStatus.DISCARDED, "failed": CandidateStatus.FAILED, "rejected": CandidateStatus.FAILED}
+"""Search-log status → candidate row status."""
+
+
+def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
+    """A search-log entry as a candidate row: genome as spec, learning curve and accuracies as metrics."""
+    genome = {k: entry[k] for k in ("id", "origin", "arch", "hparams")}
+    metrics = {k: entry[k] for k in ("curve", "predicted", "accuracy", "epochs")}
+    cost = {k: entry[k] for k in ("seconds", "params", "macs", "memory_bytes", "latency_ms", "reason", "index")}
+    return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,
+                     status=STATUS.get(entry["status"], CandidateStatus.FAILED))
+
+
+def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepared) -> uuid.UUID:
+    """Store the synthesis of `job_id` (replacing any partial one of an earlier attempt); return the model id."""
+    existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
+                                                             TrainedModel.variant == "dense")).first()
+    if existing is not None:  # a model is saved with the job's success: this attempt is a duplicate
+        return existing
+    session.execute(delete(Report).where(Report.job_id == job_id))
+    session.execute(delete(Candidate).where(Candidate.job_id == job_id))
+    rows = [candidate_row(job_id, entry) for entry in result.log]
+    session.add_all(rows)
+    session.flush()
+    delivered = result.model
+    winner = next((r.id for r in rows if r.spec["id"] == delivered.metrics.get("candidate")), None)
+    model = TrainedModel(job_id=job_id, candidate_id=winner, variant="dense", spec=delivered.spec,
+                         weights=delivered.weights, onnx=delivered.onnx, classes=prepared.classes,
+                         preprocessing=prepared.preprocessing, metrics=delivered.metrics,
+                         param_count=delivered.param_count, weights_bytes=len(delivered.weights))
+    session.add(model)
+    session.flush()
+    session.add(Report(job_id=job_id, model_id=model.id, kind="pareto", content={"points": result.pareto}))
+    session.add(Report(job_id=job_id, model_id=model.id, kind="search", content={
+        "stop_reason": result.stop_reason, "split": result.split, "seconds": round(result.seconds, 3),
+        "trials": len(result.log)}))
+    return model.id
