@@ -88,7 +88,7 @@ def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
                            ("queued", "running") and j, 240, "the job")
             assert job["state"] == "succeeded", (job, service.log()[-3000:])
             events = client.get(f"{job_url}/events", headers={**auth, "Accept": "application/json"}).json()
-            assert [e["kind"] for e in events].count("epoch") >= 1
+            assert [e["kind"] for e in events].count("candidate") >= 1
             onnx = client.get(f"{V1}/models/{job['model_ids'][0]}/download", headers=auth).content
         session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
         (proba,) = session.run(["probabilities"], {"input": digits.x_test.astype(np.float32)})

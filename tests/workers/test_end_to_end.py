@@ -40,7 +40,7 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         events = list(sse_events(client, f"{V1}/jobs/{job_id}/events", keys.alice, timeout=240))
         kinds = [e["event"] for e in events]
         assert kinds[0] == "queued" and kinds[-1] == "end", kinds
-        assert kinds.index("attempt") < kinds.index("epoch") < kinds.index("succeeded"), kinds
+        assert kinds.index("attempt") < kinds.index("candidate") < kinds.index("succeeded"), kinds
         seqs = [int(e["id"]) for e in events[:-1]]
         assert seqs == sorted(set(seqs))
         assert events[-1]["data"]["state"] == "succeeded"
@@ -49,6 +49,11 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         assert job["state"] == "succeeded" and job["progress"] == 1.0, job
         assert 0 < job["device_seconds"] <= 50 * 1.1 and job["attempts"] == 1
         (model_id,) = job["model_ids"]
+
+        candidates = client.get(f"{V1}/jobs/{job_id}/candidates", headers=keys.alice).json()
+        assert candidates and all({"curve", "predicted", "accuracy"} <= c["metrics"].keys() for c in candidates)
+        pareto = client.get(f"{V1}/jobs/{job_id}/pareto", headers=keys.alice).json()
+        assert any(p["delivered"] for p in pareto)
 
         model = client.get(f"{V1}/models/{model_id}", headers=keys.alice).json()
         assert model["classes"] == [str(i) for i in range(10)]
@@ -73,6 +78,7 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         assert client.get(f"{V1}/datasets", headers=keys.bob).json() == []
         assert client.get(f"{V1}/jobs", headers=keys.bob).json() == []
         for path in (f"datasets/{dataset['id']}", f"jobs/{job_id}", f"jobs/{job_id}/events", f"models/{model_id}",
+                     f"jobs/{job_id}/candidates", f"jobs/{job_id}/pareto",
                      f"models/{model_id}/download"):
             r = client.get(f"{V1}/{path}", headers=keys.bob)
             assert r.status_code == 404, (path, r.text)

@@ -55,12 +55,12 @@ def _submit(settings: Settings, digits: Digits, keys: Keys, budget: int) -> uuid
 
 def _start_training(settings: Settings, digits: Digits, keys: Keys, workers: list[WorkerProcess], log_name: str,
                     budget: int = 60) -> tuple[Db, WorkerProcess, uuid.UUID]:
-    """Start a worker, submit a digits job and wait until it has trained two epochs."""
+    """Start a worker, submit a digits job and wait until its search has tried a candidate."""
     db = Db(settings.database_url)
     worker = WorkerProcess(settings, settings.blob_dir.parent / log_name).wait_ready()
     workers.append(worker)
     job_id = _submit(settings, digits, keys, budget)
-    wait_for(lambda: db.kinds(job_id).count("epoch") >= 2, 180, "training to start")
+    wait_for(lambda: "candidate" in db.kinds(job_id), 300, "the search to be under way")
     return db, worker, job_id
 
 
