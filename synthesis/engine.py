@@ -15,7 +15,7 @@ from synthesis import space
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.pareto import pareto_front
-from synthesis.progress import NullReporter, Reporter
+from synthesis.progress import Cancelled, NullReporter, Reporter
 from synthesis.search import Search, SearchConfig, Trial
 from synthesis.split import stratified_split
 from synthesis.trial import run_trial
@@ -91,10 +91,19 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
     search = Search(info, data, budget, config, options.constraints, latency, reporter)
     trials = search.run()
-    reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
-    reporter.stage("final_training")
-    winner, variables = _final(search, info, data, budget, reporter)
-    reporter.stage("delivering")
+    if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
+        winner, variables = _best_so_far(search)
+        reporter = NullReporter()
+    else:
+        reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
+        reporter.stage("final_training")
+        try:
+            winner, variables = _final(search, info, data, budget, reporter)
+        except Cancelled:
+            search.stop_reason = "cancelled"
+            winner, variables = _best_so_far(search)
+            reporter = NullReporter()
+        reporter.stage("delivering")
     spec = space.to_spec(winner.candidate, info)
     model = deliver(spec, variables, x[split.test], task.y[split.test])
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
@@ -110,6 +119,16 @@ def _ranked(search: Search) -> list[Trial]:
         raise RuntimeError(f"no candidate could be trained ({search.stop_reason}): "
                            + "; ".join(sorted({t.reason for t in search.trials if t.reason})[:3]))
     return sorted(trained, key=lambda t: t.accuracy, reverse=True)
+
+
+def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
+    """The trained trial with the best validation accuracy; Cancelled again when none finished training."""
+    done = [t for t in search.trials if t.result is not None and t.result.variables is not None]
+    if not done:
+        raise Cancelled("cancelled before any candidate finished training")
+    best = max(done, key=lambda t: t.result.best_metric if t.result else 0.0)
+    assert best.result is not None and best.result.variables is not None
+    return best, best.result.variables
 
 
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,

@@ -10,7 +10,11 @@ from typing import Any, Protocol
 
 
 class Stopped(Exception):
-    """Raised by a reporter to stop synthesis at its next report (a cancelled job, a lost lease)."""
+    """Raised by a reporter to abort synthesis at its next report, delivering nothing (e.g. a lost lease)."""
+
+
+class Cancelled(Stopped):
+    """Raised by a reporter when the user cancels: synthesis stops and still delivers its best model so far."""
 
 
 class Reporter(Protocol):

@@ -22,7 +22,7 @@ from core.data import Dataset
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.estimator import predict_final
-from synthesis.progress import Reporter
+from synthesis.progress import Cancelled, Reporter
 from synthesis.trial import TrialResult, memory_estimate, run_trial
 
 
@@ -150,11 +150,21 @@ class Search:
         trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0
 
     def run(self) -> list[Trial]:
-        """Run trials until the search share of the budget is spent or the search converges."""
+        """Run trials until the search share of the budget is spent, the search converges or the user cancels."""
+        try:
+            self._loop()
+        except Cancelled:
+            self.stop_reason = "cancelled"
+            last = self.trials[-1] if self.trials else None
+            if last is not None and last.status == "proposed":
+                last.status, last.reason = "cancelled", "the job was cancelled"
+        return self.trials
+
+    def _loop(self) -> None:
         best, since_best, rejected = -1.0, 0, 0
         for index, candidate in enumerate(self.proposals()):
             if not self._time_for_a_trial():
-                break
+                return
             trial = Trial(index, candidate, started_at=self.budget.used())
             self.trials.append(trial)
             if not self._admit(trial):
@@ -162,7 +172,7 @@ class Search:
                 self.reporter.event("candidate", trial.to_dict())
                 if rejected > 200:
                     self.stop_reason = "no admissible candidate"
-                    break
+                    return
                 continue
             self._train(trial)
             self._forget_weights_of_all_but_the_best()
@@ -173,8 +183,7 @@ class Search:
                 since_best += 1
             if since_best >= self.config.converged_after:
                 self.stop_reason = "converged"
-                break
-        return self.trials
+                return
 
     def _time_for_a_trial(self) -> bool:
         """Whether the search share has room for another trial to reach its first rung."""

@@ -20,13 +20,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from store.db import session_scope
 from store.jobs import append_event
 from store.leases import LeaseLost, renew
-from synthesis.progress import Stopped
+from synthesis.progress import Cancelled, Stopped
 
 log = logging.getLogger(__name__)
 
 
-class JobCancelled(Stopped):
-    """The job's owner asked to cancel it."""
+class JobCancelled(Cancelled):
+    """The job's owner asked to cancel it: synthesis delivers its best model so far, if it has one."""
 
 
 class LeaseTaken(Stopped):

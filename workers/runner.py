@@ -102,7 +102,8 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
         constraints = Constraints(max_params=limits.get("max_params"), max_model_bytes=limits.get("max_model_bytes"),
                                   max_latency_ms=limits.get("max_latency_ms"))
         result = synthesize(prepared.task, budget, Options(seed=seed, constraints=constraints), reporter)
-        return _succeed(ctx, job_id, result, prepared, reporter.elapsed())
+        end = JobState.CANCELLED if result.stop_reason == "cancelled" else JobState.SUCCEEDED
+        return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), end)
     except JobCancelled:
         return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed())
     except SoftTimeLimitExceeded:
@@ -116,7 +117,9 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
         return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(), error=f"{type(exc).__name__}: {exc}")
 
 
-def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepared, spent: float) -> str:
+def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepared, spent: float,
+             end: JobState = JobState.SUCCEEDED) -> str:
+    """Save the synthesis and end the job (succeeded, or cancelled with the best model it had)."""
     from workers import results
 
     try:
@@ -124,13 +127,13 @@ def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
             job = renew(session, job_id, ctx.owner, ctx.settings.lease_seconds)
             model_id = results.save(session, job_id, result, prepared)
             job.device_seconds, job.stage = round(spent, 3), "done"
-            transition(job, JobState.SUCCEEDED)
+            transition(job, end)
             release(job)
-            append_event(session, job, "succeeded", {"model_id": str(model_id), "metrics": {
+            append_event(session, job, end.value, {"model_id": str(model_id), "metrics": {
                 k: v for k, v in result.model.metrics.items() if isinstance(v, int | float | str)}})
     except LeaseLost:
         return "lease-lost"
-    return JobState.SUCCEEDED.value
+    return end.value
 
 
 def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: str | None = None) -> str:

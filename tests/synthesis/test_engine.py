@@ -12,7 +12,7 @@ from core.onnx_run import OnnxClassifier
 from core.spec import Spec
 from synthesis.budget import Budget
 from synthesis.engine import Options, Synthesis, Task, synthesize
-from synthesis.progress import NullReporter, Stopped
+from synthesis.progress import Cancelled, NullReporter, Stopped
 from synthesis.space import Constraints, LatencyModel
 from tests.datasets import digits_arrays
 
@@ -102,3 +102,22 @@ class _Cancelling(NullReporter):
 def test_a_reporter_can_stop_the_search(digits_task: Task) -> None:
     with pytest.raises(Stopped):
         synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), _Cancelling())
+
+
+class _CancelAfterTrials(NullReporter):
+    def __init__(self, trials: int) -> None:
+        self.left = trials
+
+    def event(self, kind: str, payload: Any) -> None:
+        if kind == "candidate":
+            self.left -= 1
+        if self.left <= 0:
+            raise Cancelled("the user cancelled")
+
+
+def test_cancelling_still_delivers_the_best_model_so_far(digits_task: Task) -> None:
+    result = synthesize(digits_task, Budget(epochs=60), Options(latency=LATENCY), _CancelAfterTrials(2))
+    assert result.stop_reason == "cancelled"
+    assert len(result.log) == 2  # no trial started after the cancellation
+    assert result.model.metrics["test_accuracy"] is not None
+    assert result.model.metrics["candidate"] in {e["id"] for e in result.log}
