@@ -136,11 +136,14 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
     """Train the best-ranked candidate from scratch, longer and with early stopping; keep whichever weights
     (the search trial's or the final run's) reach the higher validation accuracy."""
     for winner in _ranked(search):
-        end = budget.final_end()
-        epochs = min(2 * search.config.horizon, max(budget.epochs_left(end), 1))
+        end, most = budget.final_end(), 2 * search.config.horizon
+        if budget.reproducible:
+            epochs, time_limit = min(most, max(budget.epochs_left(end), 1)), None
+        else:  # as many epochs as fit, so the learning-rate schedule completes before the deadline
+            time_limit = max(budget.left(end), 1.0)
+            epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most)
         config = winner.candidate.hparams.to_train_config(
-            epochs=epochs, seed=search.config.seed + 10_000, patience=max(epochs // 3, 4),
-            time_limit_s=None if budget.reproducible else max(budget.left(end), 1.0))
+            epochs=epochs, seed=search.config.seed + 10_000, patience=max(epochs // 3, 4), time_limit_s=time_limit)
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True)
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status,

@@ -22,6 +22,7 @@ from core.data import Dataset
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.estimator import predict_final
+from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
 from synthesis.trial import TrialResult, memory_estimate, run_trial
 
@@ -91,6 +92,7 @@ class Search:
         self.trials: list[Trial] = []
         self.rung_scores: dict[int, list[float]] = {r: [] for r in rungs(config.eta, config.horizon)}
         self.stop_reason = "budget"
+        self.pace = Pace()
 
     def keep_going(self, curve: list[float]) -> bool:
         """ASHA's rule at a rung: continue while the extrapolated accuracy is in the rung's top 1/eta."""
@@ -138,13 +140,14 @@ class Search:
             cap = max(int((budget.epochs or 0) * end * share), 1)
             epochs, time_limit = min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
         else:
-            epochs = self.config.horizon
             time_limit = max(min(budget.left(end), (budget.seconds or 0) * end * share), 1.0)
+            epochs = self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), self.config.horizon)
         config = trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
                                                          time_limit_s=time_limit, patience=None)
         result = run_trial(space.to_spec(trial.candidate, self.info), config, self.data, self.keep_going,
                            on_epoch=lambda _curve: self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {}))
         self.budget.spend_epochs(result.epochs)
+        self.pace.record(trial.macs, len(self.data.x_train), result)
         trial.result, trial.curve, trial.seconds = result, result.curve, result.seconds
         trial.status, trial.reason = result.status, result.reason
         trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0
