@@ -73,7 +73,9 @@ there too).
   `preprocessing.json` (C = 1 for grayscale, 3 for RGB). The graph scales the pixels itself.
 - Text: `x` is int32 token ids `[N, L]` from the encoder in `preprocessing.json`: each text is
   lower-cased and split into words (regular expression `\\w+`); a word's id is its index in `words`
-  plus 2 (0 = padding, 1 = unknown word); the ids are cut or right-padded with 0 to `max_length`.
+  plus 2 (0 = padding, 1 = unknown word); a word outside `words` becomes up to four ids of its hashed
+  character trigrams (`subword_buckets` ids after the words; see `store.ingest.text.TextEncoder`); the ids
+  are cut or right-padded with 0 to `max_length`.
 """
 
 SPEC, WEIGHTS, ONNX, PREPROCESSING, LABELS, METRICS = (

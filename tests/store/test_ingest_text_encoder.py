@@ -11,12 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store.ingest import TextEncoder
+from store.ingest.text import SUBWORD_BUCKETS, trigrams
 
 CORPUS = ["The cat sat on the mat.", "The dog ate the cat's food!", "Ünïcödé wörds, café; the END"]
 
 
 def test_fit_ranks_words_by_frequency_and_encodes_with_padding_and_unknown() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_length=6)
+    encoder = TextEncoder.fit(CORPUS, max_length=6, subword_buckets=0)
     assert encoder.max_length == 6
     ids = encoder.encode(["the cat", "THE zebra cat on the mat mat mat", ""])
     assert ids.dtype == np.int32 and ids.shape == (3, 6)
@@ -28,13 +29,13 @@ def test_fit_ranks_words_by_frequency_and_encodes_with_padding_and_unknown() -> 
 
 
 def test_words_are_lower_cased_unicode_words() -> None:
-    encoder = TextEncoder.fit(["Café CAFÉ café"])
+    encoder = TextEncoder.fit(["Café CAFÉ café"], subword_buckets=0)
     assert encoder.vocab_size == 3
     assert encoder.encode(["cAfÉ"])[0, 0] == 2
 
 
 def test_max_vocab_caps_the_vocabulary_including_padding_and_unknown() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_vocab=5)
+    encoder = TextEncoder.fit(CORPUS, max_vocab=5, subword_buckets=0)
     assert encoder.vocab_size == 5
     assert int(encoder.encode(CORPUS).max()) == 4
 
@@ -55,7 +56,9 @@ def test_json_round_trip_encodes_the_same() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [{}, {"version": 2, "max_length": 8, "words": []}, {"version": 1, "max_length": 0, "words": []},
+    [{}, {"version": 3, "max_length": 8, "words": []}, {"version": 2, "max_length": 8, "words": [],
+                                                        "subword_buckets": -1},
+     {"version": 1, "max_length": 0, "words": []},
      {"version": 1, "max_length": True, "words": []}, {"version": 1, "max_length": 8, "words": "abc"},
      {"version": 1, "max_length": 8, "words": ["a", "a"]}, {"version": 1, "max_length": 8, "words": ["a", 3]}],
 )
@@ -73,5 +76,22 @@ def test_encode_stays_within_the_vocabulary_and_length(train: list[str], texts: 
     encoder = TextEncoder.fit(train, max_vocab=max_vocab)
     ids = encoder.encode(texts)
     assert ids.shape == (len(texts), encoder.max_length)
-    assert 8 <= encoder.max_length <= 256 and encoder.vocab_size <= max_vocab
+    assert 8 <= encoder.max_length <= 256 and encoder.vocab_size <= max_vocab + SUBWORD_BUCKETS
     assert ids.size == 0 or (ids.min() >= 0 and ids.max() < encoder.vocab_size)
+
+
+def test_unknown_words_become_character_trigram_buckets() -> None:
+    encoder = TextEncoder.fit(CORPUS, max_length=12)
+    words = 2 + len(encoder.to_json()["words"])
+    assert encoder.vocab_size == words + SUBWORD_BUCKETS
+    (zebra,) = encoder.encode(["zebra"])
+    pieces = zebra[zebra > 0]
+    assert len(pieces) == 4 and all(words <= i < encoder.vocab_size for i in pieces)  # <ze, zeb.., ra>
+    (again,) = encoder.encode(["zebras"])
+    assert set(pieces) & set(again[again > 0])  # a related unseen word shares subwords: it still carries signal
+    assert trigrams("cat") == ["<ca", "cat", "at>"]
+
+
+def test_version_1_json_still_loads_without_subwords() -> None:
+    old = TextEncoder.from_json({"version": 1, "max_length": 4, "words": ["cat"]})
+    np.testing.assert_array_equal(old.encode(["cat zebra"]), [[2, 1, 0, 0]])
