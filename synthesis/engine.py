@@ -133,8 +133,8 @@ def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
 
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
            reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
-    """Train the best-ranked candidate from scratch, longer and with early stopping; keep whichever weights
-    (the search trial's or the final run's) reach the higher validation accuracy."""
+    """Train the best-ranked candidate further — from its search weights when it has them, else from scratch —
+    with a schedule sized to the time left and early stopping; keep whichever weights validate better."""
     for winner in _ranked(search):
         end, most = budget.final_end(), 2 * search.config.horizon
         if budget.reproducible:
@@ -144,11 +144,12 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
             epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most)
         config = winner.candidate.hparams.to_train_config(
             epochs=epochs, seed=search.config.seed + 10_000, patience=max(epochs // 3, 4), time_limit_s=time_limit)
-        final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True)
-        budget.spend_epochs(final.epochs)
-        reporter.event("final", {"candidate": winner.candidate.id, "status": final.status,
-                                 "val_accuracy": final.best_metric, "epochs": final.epochs})
         searched = winner.result.variables if winner.result is not None else None
+        final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,
+                          on_epoch=lambda _curve: reporter.progress(min(budget.used(), 1.0), {}), variables=searched)
+        budget.spend_epochs(final.epochs)
+        reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": searched
+                                 is not None, "val_accuracy": final.best_metric, "epochs": final.epochs})
         if final.variables is not None and (searched is None or final.best_metric >= winner.accuracy):
             winner.predicted = max(winner.predicted, final.best_metric)
             return winner, final.variables

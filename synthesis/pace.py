@@ -14,6 +14,9 @@ import numpy as np
 
 from synthesis.trial import TrialResult
 
+VALIDATION_SHARE = 0.15
+"""Validation after each epoch, as a share of the epoch's training time (a margin for the estimate)."""
+
 
 @dataclass
 class Pace:
@@ -22,22 +25,27 @@ class Pace:
     rates: list[float] = field(default_factory=list)
     compiles: list[float] = field(default_factory=list)
 
-    def record(self, macs: int, samples: int, result: TrialResult) -> None:
-        """Learn from a trial that ran at least two epochs."""
-        if result.epochs < 2 or macs <= 0 or samples <= 0:
+    def record(self, macs: int, samples: int, batch_size: int, result: TrialResult) -> None:
+        """Learn from a trial whose step time was measured (a few steps after compilation suffice)."""
+        if result.step_s <= 0 or macs <= 0 or samples <= 0:
             return
-        per_epoch = max(result.seconds - result.first_epoch_s, 1e-6) / (result.epochs - 1)
+        per_epoch = result.step_s * math.ceil(samples / batch_size)
         self.rates.append(per_epoch / (macs * samples))
-        self.compiles.append(max(result.first_epoch_s - per_epoch, 0.0))
+        self.compiles.append(result.compile_s)
 
     def epoch_seconds(self, macs: int, samples: int) -> float | None:
         """Predicted seconds of one epoch of a network of `macs` multiply-adds on `samples` samples."""
         return float(np.median(self.rates)) * macs * samples if self.rates else None
 
+    def compile_seconds(self) -> float:
+        """Typical seconds before a run's first steps (compilation); 0 while nothing is known."""
+        return float(np.median(self.compiles)) if self.compiles else 0.0
+
     def epochs_within(self, seconds: float, macs: int, samples: int, most: int) -> int:
-        """How many epochs (1..most) fit in `seconds`, compilation included; `most` while nothing is known."""
+        """How many epochs (1..most) fit in `seconds`, compilation and one validation per epoch included;
+        `most` while nothing is known."""
         per_epoch = self.epoch_seconds(macs, samples)
         if per_epoch is None or not math.isfinite(seconds):
             return most
-        compile_s = float(np.median(self.compiles)) if self.compiles else 0.0
-        return max(1, min(most, int((seconds - compile_s) / max(per_epoch, 1e-9))))
+        usable = (seconds - self.compile_seconds()) / (1 + VALIDATION_SHARE)
+        return max(1, min(most, int(usable / max(per_epoch, 1e-9))))

@@ -140,14 +140,19 @@ class Search:
             cap = max(int((budget.epochs or 0) * end * share), 1)
             epochs, time_limit = min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
         else:
-            time_limit = max(min(budget.left(end), (budget.seconds or 0) * end * share), 1.0)
+            # a quarter of the search (half for the first trial, the likeliest winner, which also measures the
+            # pace), but enough for a few epochs once compilation is paid
+            per_epoch = self.pace.epoch_seconds(trial.macs, len(self.data.x_train)) or 0.0
+            floor = self.pace.compile_seconds() + 3 * per_epoch
+            share = share if self.pace.rates else max(share, 0.5)
+            time_limit = max(min(budget.left(end), max((budget.seconds or 0) * end * share, floor)), 1.0)
             epochs = self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), self.config.horizon)
         config = trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
                                                          time_limit_s=time_limit, patience=None)
         result = run_trial(space.to_spec(trial.candidate, self.info), config, self.data, self.keep_going,
                            on_epoch=lambda _curve: self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {}))
         self.budget.spend_epochs(result.epochs)
-        self.pace.record(trial.macs, len(self.data.x_train), result)
+        self.pace.record(trial.macs, len(self.data.x_train), trial.candidate.hparams.batch_size, result)
         trial.result, trial.curve, trial.seconds = result, result.curve, result.seconds
         trial.status, trial.reason = result.status, result.reason
         trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.analysis import analyse
@@ -19,6 +19,9 @@ from core.spec import Spec
 from core.train_config import Progress, TrainConfig
 from core.training import train
 from synthesis.progress import Stopped
+
+PROGRESS_STEPS = 8
+"""A trial reports every that many steps, so its pace is known after a few steps, not an epoch."""
 
 ADAM_COPIES = 4
 """Float32 copies of the parameters training holds: weights, gradients, and AdamW's two moments."""
@@ -51,20 +54,31 @@ class TrialResult:
     variables: dict[str, Any] | None = None
     best_metric: float = 0.0
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
+    step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
+    compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
 
 
 def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
               keep_going: Callable[[list[float]], bool], on_epoch: Callable[[list[float]], None] | None = None,
-              ) -> TrialResult:
-    """Train `spec` with `config`; after each epoch `keep_going(curve)` may stop it. Failures are caught.
+              variables: dict[str, Any] | None = None) -> TrialResult:
+    """Train `spec` with `config` (from `variables` when given, else from a fresh initialisation); after each
+    epoch `keep_going(curve)` may stop it. Failures are caught.
 
     Cancellation (`synthesis.progress.Stopped` raised by `on_epoch`) propagates: it ends the whole search.
     """
     result = TrialResult()
     start = time.perf_counter()
+    config = replace(config, progress_every=PROGRESS_STEPS)
+    marks: list[tuple[int, float]] = []  # (global step, seconds) of step reports, to measure the pace
 
     def hook(p: Progress) -> None:
         if "val_accuracy" not in p.metrics:
+            if len(marks) < 2:
+                marks.append((p.step, p.elapsed_s))
+                if len(marks) == 2:
+                    (s0, t0), (s1, t1) = marks
+                    result.step_s = max(t1 - t0, 0.0) / max(s1 - s0, 1)
+                    result.compile_s = max(t0 - s0 * result.step_s, 0.0)
             return
         result.curve.append(float(p.metrics["val_accuracy"]))
         result.epochs = p.epoch
@@ -76,7 +90,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
             raise _StopTrial
 
     try:
-        out = train(build(spec), data, config, on_progress=hook)
+        out = train(build(spec), data, config, variables=variables, on_progress=hook)
     except _StopTrial:
         result.status = "stopped"
     except Stopped:
