@@ -13,7 +13,6 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from store.base import Base, HasId, UTCDateTime, utcnow
 
 __all__ = [
-    "TIER_SECONDS",
     "ApiKey",
     "Base",
     "BudgetTier",
@@ -56,20 +55,13 @@ class DatasetStatus(enum.StrEnum):
 
 
 class BudgetTier(enum.StrEnum):
-    """How much device time a job may spend: low / medium / high = 2 / 5 / 16 device-hours, or custom seconds."""
+    """How much device time a job may spend: low / medium / high (2 / 5 / 16 device-hours by default, see
+    `Settings.tier_seconds`), or custom seconds."""
 
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
     CUSTOM = "custom"
-
-
-TIER_SECONDS: dict[BudgetTier, int] = {
-    BudgetTier.LOW: 2 * 3600,
-    BudgetTier.MEDIUM: 5 * 3600,
-    BudgetTier.HIGH: 16 * 3600,
-}
-"""Device-seconds of each named tier (a custom budget carries its own seconds)."""
 
 
 class JobState(enum.StrEnum):

@@ -28,6 +28,14 @@ class Settings(BaseSettings):
     visibility_timeout_seconds: int = Field(default=6 * 3600, gt=0)
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
+    tier_low_seconds: int = Field(default=2 * 3600, gt=0)
+    tier_medium_seconds: int = Field(default=5 * 3600, gt=0)
+    tier_high_seconds: int = Field(default=16 * 3600, gt=0)
+
+    def tier_seconds(self, tier: str) -> int:
+        """Device-seconds of the budget tier 'low', 'medium' or 'high' (configurable; 2 / 5 / 16 hours)."""
+        seconds: int = getattr(self, f"tier_{tier}_seconds")
+        return seconds
 
     def ingest_limits(self, resize: tuple[int, int] | None = None) -> Limits:
         """The dataset validation limits these settings configure (with an optional declared image resize)."""

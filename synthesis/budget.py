@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-TIER_SECONDS: dict[str, int] = {"low": 2 * 3600, "medium": 5 * 3600, "high": 16 * 3600}
-"""Default device-seconds of the named tiers (NeuNetS: low / medium / high)."""
+TIERS = ("low", "medium", "high")
+"""The named budget tiers (NeuNetS); their device-seconds are settings (`NETSYNTH_TIER_*_SECONDS`)."""
 
 TIER_MAX_SAMPLES: tuple[tuple[int, str], ...] = ((10_000, "low"), (100_000, "medium"))
 """The tier a dataset of up to that many samples gets when the user picks none; larger ones get 'high'."""

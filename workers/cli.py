@@ -79,11 +79,12 @@ class CliError(Exception):
 
 
 def _budget_seconds(text: str | None, samples: int) -> float:
-    from synthesis.budget import TIER_SECONDS, tier_for
+    from store.settings import Settings
+    from synthesis.budget import TIERS, tier_for
 
     text = text or tier_for(samples)
-    if text in TIER_SECONDS:
-        return float(TIER_SECONDS[text])
+    if text in TIERS:
+        return float(Settings().tier_seconds(text))
     try:
         seconds = float(text)
     except ValueError:

@@ -22,7 +22,8 @@ from api.tasks import enqueue_synthesize
 from store.errors import Conflict, InvalidInput, NotFound, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
-from store.models import TIER_SECONDS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
+from store.models import BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
+from store.settings import Settings
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -43,7 +44,8 @@ def owned_job(session: Session, user: User, job_id: uuid.UUID, *, lock: bool = F
     return job
 
 
-def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int) -> tuple[BudgetTier, int]:
+def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int,
+            settings: Settings) -> tuple[BudgetTier, int]:
     """The tier and device-seconds of a requested budget (None: the tier the dataset's size calls for)."""
     if isinstance(budget, int):
         return BudgetTier.CUSTOM, budget
@@ -51,7 +53,7 @@ def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int) -> tu
         tier = next((t for limit, t in AUTO_TIERS if sample_count <= limit), BudgetTier.HIGH)
     else:
         tier = BudgetTier(budget)
-    return tier, TIER_SECONDS[tier]
+    return tier, settings.tier_seconds(tier.value)
 
 
 def _model_ids(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[uuid.UUID]]:
@@ -103,7 +105,7 @@ def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings
     dataset = owned_dataset(session, user, body.dataset_id)
     if dataset.status != DatasetStatus.READY:
         raise Conflict(f"dataset {dataset.id} is {dataset.status.value}, not ready")
-    tier, seconds = _budget(body.budget, dataset.sample_count)
+    tier, seconds = _budget(body.budget, dataset.sample_count, settings)
     constraints = body.constraints.model_dump(exclude_none=True) if body.constraints else {}
     if body.epochs is not None and body.budget is not None:
         raise InvalidInput("give a budget in time ('budget') or in epochs ('epochs'), not both")

@@ -1,0 +1,98 @@
+"""Budgets and their tiers, the stratified split that keeps duplicates together, the Pareto front, the pace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from api.routes.jobs import _budget
+from store.settings import Settings
+from synthesis.budget import TIERS, Budget, Schedule, tier_for
+from synthesis.pace import Pace
+from synthesis.pareto import dominates, pareto_front
+from synthesis.split import stratified_split
+from synthesis.trial import TrialResult
+
+
+@pytest.mark.parametrize("samples", [1, 10_000, 10_001, 100_000, 100_001, 5_000_000])
+def test_the_api_and_the_engine_choose_the_same_tier(samples: int) -> None:
+    tier, seconds = _budget(None, samples, Settings())
+    assert tier.value == tier_for(samples)
+    assert seconds == Settings().tier_seconds(tier.value)
+
+
+def test_tiers_default_to_2_5_16_device_hours_and_are_configurable() -> None:
+    assert [Settings().tier_seconds(t) for t in TIERS] == [7200, 18000, 57600]
+    assert Settings(tier_low_seconds=60).tier_seconds("low") == 60
+
+
+def test_a_budget_is_seconds_or_epochs() -> None:
+    with pytest.raises(ValueError):
+        Budget()
+    with pytest.raises(ValueError):
+        Budget(seconds=10, epochs=3)
+    with pytest.raises(ValueError):
+        Schedule(search=0.5, final=0.5, reports=0.5)
+
+
+def test_time_budget_accounting_with_an_injected_clock() -> None:
+    now = [100.0]
+    budget = Budget(seconds=50, clock=lambda: now[0])
+    now[0] += 20
+    assert budget.used() == pytest.approx(0.4)
+    assert budget.left(budget.search_end()) == pytest.approx(10.0)  # search: 60 % of 50 s
+    now[0] += 20
+    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(5.0)
+
+
+def test_epoch_budget_accounting() -> None:
+    budget = Budget(epochs=20)
+    assert budget.reproducible and budget.epochs_left(budget.search_end()) == 12
+    budget.spend_epochs(10)
+    assert budget.epochs_left(budget.search_end()) == 2 and budget.used() == 0.5
+
+
+@given(st.lists(st.integers(0, 4), min_size=30, max_size=200), st.integers(0, 10))
+def test_split_is_stratified_disjoint_and_complete(labels: list[int], seed: int) -> None:
+    y = np.asarray(labels)
+    split = stratified_split(y, seed)
+    parts = np.concatenate([split.train, split.val, split.test])
+    assert sorted(parts.tolist()) == list(range(len(y)))
+    assert set(y[split.train]) == set(y)  # every class keeps training rows
+
+
+@given(st.lists(st.integers(0, 30), min_size=40, max_size=200), st.integers(0, 10))
+def test_duplicates_never_straddle_the_split(groups: list[int], seed: int) -> None:
+    g = np.asarray(groups)
+    y = g % 3  # a duplicate group has one label
+    split = stratified_split(y, seed, groups=g)
+    sides = [set(g[split.train]), set(g[split.val]), set(g[split.test])]
+    assert not (sides[0] & sides[1]) and not (sides[0] & sides[2]) and not (sides[1] & sides[2])
+    assert sorted(np.concatenate([split.train, split.val, split.test]).tolist()) == list(range(len(g)))
+
+
+def test_split_depends_on_the_seed_only() -> None:
+    y = np.arange(300) % 3
+    a, b, c = stratified_split(y, 1), stratified_split(y, 1), stratified_split(y, 2)
+    assert np.array_equal(a.test, b.test) and not np.array_equal(a.test, c.test)
+
+
+def test_pareto_front() -> None:
+    points = [{"accuracy": 0.9, "params": 100, "latency_ms": 1.0},
+              {"accuracy": 0.95, "params": 1000, "latency_ms": 2.0},
+              {"accuracy": 0.85, "params": 200, "latency_ms": 1.5},  # dominated by the first
+              {"accuracy": 0.9, "params": 100, "latency_ms": 1.0}]  # a duplicate of the first stays
+    assert dominates(points[0], points[2]) and not dominates(points[0], points[3])
+    assert pareto_front(points) == [0, 1, 3]
+
+
+def test_pace_sizes_epochs_to_the_time_left() -> None:
+    pace = Pace()
+    assert pace.epochs_within(10.0, 1_000, 100, most=24) == 24  # nothing measured yet
+    pace.record(1_000, 100, 10, TrialResult(step_s=0.01, compile_s=2.0))  # 10 steps an epoch: 0.1 s
+    assert pace.epoch_seconds(1_000, 100) == pytest.approx(0.1)
+    assert pace.epochs_within(4.3, 1_000, 100, most=24) == 20  # (4.3 - 2) / 1.15 / 0.1
+    assert pace.epochs_within(1.0, 1_000, 100, most=24) == 1
+    assert pace.epochs_within(4.3, 2_000, 100, most=24) == 10  # twice the work per sample
