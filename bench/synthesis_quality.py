@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -187,8 +188,14 @@ def run_child(dataset: str, system: str, budget_s: float, args: argparse.Namespa
 def environment() -> dict[str, Any]:
     """The machine and versions the rows were measured with."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    spec = importlib.util.find_spec("synthesis")  # the netsynth the children import (HERE may be a copy)
+    repo = Path(spec.origin).parents[1] if spec and spec.origin else HERE.parent
+    git = ["git", "-C", str(repo)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "core", "synthesis"], capture_output=True, text=True).stdout
     return {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "cores": cores,
-            "python": platform.python_version(), "machine": platform.machine(), "load_avg": os.getloadavg()[0]}
+            "python": platform.python_version(), "machine": platform.machine(), "load_avg": os.getloadavg()[0],
+            "commit": commit + ("+local changes to core/synthesis" if dirty.strip() else "")}
 
 
 def merge(path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

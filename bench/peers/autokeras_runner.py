@@ -106,6 +106,10 @@ class Clock:
         """Seconds to keep for the refit: the best trial's estimate, or this one's if it becomes the best."""
         return max(self.best_refit_s, REFIT_GROWTH * trial_s)
 
+    def steady_epoch_s(self) -> float:
+        """Seconds of a search epoch after the first (the first includes compilation)."""
+        return statistics.mean(self.epochs or self.first_epochs or [0.0])
+
     def may_start_trial(self) -> bool:
         """Whether a short trial (a first epoch and two more) and its refit still fit before the deadline."""
         if not self.first_epochs:
@@ -163,13 +167,16 @@ def make_tuner(clock: Clock, first_trial: dict[str, Any]) -> Any:
             clock.trial_done(self.epoch_s, self.val_losses)
 
     class RefitCut(callback):  # type: ignore[misc]
-        """Stops the final refit at the epoch end after which another epoch would pass the deadline."""
+        """Stops the final refit at the epoch end after which another epoch would pass the deadline (its first
+        epoch includes compilation: the next one is estimated from the search's later epochs)."""
 
         def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             self.epoch_start = clock.now()
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-            if clock.now() + (clock.now() - self.epoch_start) > clock.deadline:
+            last = clock.now() - self.epoch_start
+            nxt = REFIT_GROWTH * clock.steady_epoch_s() if epoch == 0 else last
+            if clock.now() + nxt > clock.deadline:
                 self.model.stop_training = True
 
     class BudgetOracle(greedy_oracle):  # type: ignore[misc]
