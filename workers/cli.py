@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> Path:
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise CliError(f"{args.out} exists and is not an empty folder")
+    if args.budget is not None:
+        _budget_seconds(args.budget, 0)  # a malformed budget is refused before any data is read
+    if args.epochs is not None and args.epochs < 1:
+        raise CliError("--epochs must be at least 1")
     resize = None
     if args.resize:
         if (match := _RESIZE.match(args.resize)) is None:
@@ -149,8 +153,6 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     from synthesis.space import Constraints
 
     if args.epochs is not None:
-        if args.epochs < 1:
-            raise CliError("--epochs must be at least 1")
         budget, budget_text = Budget(epochs=args.epochs), f"{args.epochs} epochs"
     else:
         seconds = _budget_seconds(args.budget, samples)
