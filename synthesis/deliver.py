@@ -43,8 +43,10 @@ def onnx_latency_ms(classifier: OnnxClassifier, example: np.ndarray, runs: int =
     return float(np.median(times) * 1000)
 
 
-def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: np.ndarray) -> Delivered:
-    """Evaluate on the test split, export to ONNX, check it agrees with the network, measure size and latency.
+def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: np.ndarray,
+            probe: np.ndarray) -> Delivered:
+    """Evaluate on the test split (none: no test figures), export to ONNX, check on `probe` inputs that the export
+    agrees with the network, measure size and latency.
 
     Raises RuntimeError when the export disagrees with the trained network by more than PARITY_TOLERANCE.
     """
@@ -52,7 +54,7 @@ def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: n
     test = evaluate(model, variables, x_test, y_test) if len(y_test) else {}
     onnx = onnx_export.to_onnx_bytes(spec, variables)
     classifier = OnnxClassifier(onnx)
-    probe = x_test[:64]
+    probe = probe[:64]
     gap = float(np.max(np.abs(classifier.predict_proba(probe) - predict_proba(model, variables, probe))))
     if gap > PARITY_TOLERANCE:
         raise RuntimeError(f"the ONNX export disagrees with the trained network (max |dp| = {gap:.2e})")

@@ -41,6 +41,7 @@ class Options:
     constraints: space.Constraints = field(default_factory=lambda: space.Constraints())
     memory_limit: int | None = None
     latency: space.LatencyModel | None = None  # None: calibrated on this machine from the space's seeds
+    test_fraction: float = 0.1  # 0 when the caller keeps its own test set: then all data trains or validates
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
                reporter: Reporter | None = None) -> Synthesis:
     """Search, train and deliver the best network for `task` within `budget`, honouring the constraints."""
     options, reporter = options or Options(), reporter or NullReporter()
-    split = stratified_split(task.y, options.seed, groups=task.groups)
+    split = stratified_split(task.y, options.seed, test_fraction=options.test_fraction, groups=task.groups)
     x = task.x if task.modality == "text" else task.x.astype(np.float32)
     data = Dataset(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
     info = space_info(task, split.train)
@@ -105,7 +106,8 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             reporter = NullReporter()
         reporter.stage("delivering")
     spec = space.to_spec(winner.candidate, info)
-    model = deliver(spec, variables, x[split.test], task.y[split.test])
+    probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
+    model = deliver(spec, variables, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})

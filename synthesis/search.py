@@ -36,7 +36,8 @@ class SearchConfig:
     population: int = 12
     tournament: int = 3
     random_fraction: float = 0.2
-    converged_after: int = 16  # trials in a row without a better predicted accuracy end the search
+    converged_after: int = 16  # trials in a row without a better predicted accuracy end the search ...
+    converged_not_before: float = 0.5  # ... once at least this share of the search's budget is spent
     max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
     memory_limit: int | None = None
     seed: int = 0
@@ -189,7 +190,8 @@ class Search:
                 best, since_best = trial.accuracy, 0
             else:
                 since_best += 1
-            if since_best >= self.config.converged_after:
+            spent = self.budget.used() / self.budget.search_end()
+            if since_best >= self.config.converged_after and spent >= self.config.converged_not_before:
                 self.stop_reason = "converged"
                 return
 

@@ -57,7 +57,7 @@ SEEDS: dict[str, Arch] = {
     "kim-cnn": arch(128, "cnn", dropout=0.5, kernels=[3, 4, 5], filters=100),
     "transformer": arch(64, "transformer", pool="avg", dropout=0.1, blocks=1, heads=4, ff=2),
 }
-"""Known-good designs, cheapest likely winners first: the default text CNN of synthesis.default (embedding
+"""Known-good designs, cheapest likely winners first: a trigram text CNN (embedding
 64, trigram convolution of 128 filters, max pooling), a fastText-like bag of embeddings, Kim's CNN, and a
 one-block transformer."""
 

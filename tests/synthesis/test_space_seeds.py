@@ -1,4 +1,4 @@
-"""The seeded designs: valid for many input shapes, runnable, and the hand-written defaults among them."""
+"""The seeded designs: valid for many input shapes, runnable, and the hand-written networks among them."""
 
 from __future__ import annotations
 
@@ -6,11 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from core.analysis import analyse
 from core.graph import validate
 from core.model import build
 from core.spec import Spec
-from synthesis.default import image_spec, text_spec
 from synthesis.space import Candidate, SpaceInfo, seeds, to_spec
 
 IMAGE_SHAPES = [(8, 8, 1), (28, 28, 1), (32, 32, 3), (96, 96, 3)]
@@ -62,19 +60,28 @@ def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
 
 
 @pytest.mark.parametrize("shape", [*IMAGE_SHAPES, (150, 200, 3)])
-def test_hand_cnn_seed_is_the_default_image_network(shape: tuple[int, int, int]) -> None:
+def test_hand_cnn_seed_is_the_network_an_engineer_writes_first(shape: tuple[int, int, int]) -> None:
+    """conv-BN-ReLU 32-32 / max-pool / 64-64 / max-pool / 128, global average pooling, dropout 0.2, dense:
+    the small CNN of ../shared/peers.md, so the search starts from at least what a good engineer writes."""
     info = image_info(shape, num_classes=7)
-    ours = to_spec(seed(info, "hand-cnn"), info)
-    default = image_spec(shape, 7, 1 / 255, -0.5)
-    assert nodes(ours) == nodes(default)
-    assert analyse(ours).params == analyse(default).params
-    assert ours.input == default.input
+    spec = to_spec(seed(info, "hand-cnn"), info)
+    ops = [n.op for n in spec.nodes if n.op != "conv2d" or n.params.get("strides", [1, 1]) in ([1, 1], 1)]
+    convs = [n.params["filters"] for n in spec.nodes if n.op == "conv2d"][-5:]
+    assert convs == [32, 32, 64, 64, 128]
+    assert ops.count("batch_norm") == 5 and ops.count("max_pool2d") == (2 if min(shape[:2]) >= 8 else 1)
+    assert ops[-3:] == ["global_avg_pool", "dropout", "dense"] and spec.num_classes == 7
+    assert next(n for n in spec.nodes if n.op == "dropout").params["rate"] == 0.2
+    assert spec.input.shape == shape and (spec.input.scale, spec.input.offset) == (1 / 255, -0.5)
 
 
 @pytest.mark.parametrize("length", TEXT_LENGTHS)
-def test_default_text_seed_is_the_default_text_network(length: int) -> None:
+def test_default_text_seed_is_a_trigram_cnn(length: int) -> None:
     info = text_info(length)
-    assert nodes(to_spec(seed(info, "default-text-cnn"), info)) == nodes(text_spec(length, 2000, 3))
+    spec = to_spec(seed(info, "default-text-cnn"), info)
+    assert [n.op for n in spec.nodes] == ["embedding", "conv1d", "activation", "global_max_pool", "dropout",
+                                          "dense"]
+    assert spec.nodes[0].params["dim"] == 64 and spec.nodes[1].params["filters"] == 128
+    assert spec.nodes[1].params["kernel_size"] == 3
 
 
 def test_the_seeds_are_the_designs_they_are_named_after() -> None:
