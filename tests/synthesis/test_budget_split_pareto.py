@@ -44,7 +44,7 @@ def test_time_budget_accounting_with_an_injected_clock() -> None:
     assert budget.used() == pytest.approx(0.4)
     assert budget.left(budget.search_end()) == pytest.approx(10.0)  # search: 60 % of 50 s
     now[0] += 20
-    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(5.0)
+    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(7.5)
 
 
 def test_epoch_budget_accounting() -> None:
