@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\w+|[^\w\s]")  # words, and each symbol or punctuation mark (£, !, ?) as a token
 PAD, UNKNOWN = 0, 1
 _RESERVED = 2
 _JSON_VERSIONS = (1, 2)  # 1: words only; 2: words plus character-trigram buckets for unknown words
@@ -21,7 +21,8 @@ _PIECES_PER_WORD = 4
 
 
 def tokenize(text: str) -> list[str]:
-    """The lower-cased words of a text (Unicode word characters)."""
+    """The lower-cased tokens of a text: words (Unicode word characters) and single symbols, which carry
+    signal of their own (a '£' or '!' in a message)."""
     return _WORD.findall(text.lower())
 
 
