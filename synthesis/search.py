@@ -147,7 +147,10 @@ class Search:
             floor = self.pace.compile_seconds() + 3 * per_epoch
             share = share if self.pace.rates else max(share, 0.5)
             time_limit = max(min(budget.left(end), max((budget.seconds or 0) * end * share, floor)), 1.0)
-            epochs = self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), self.config.horizon)
+            # before the pace is known, plan at most half the horizon: a schedule cut short by the deadline
+            # ends with a high learning rate
+            most = self.config.horizon if self.pace.rates else max(self.config.horizon // 2, 1)
+            epochs = self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), most)
         config = trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
                                                          time_limit_s=time_limit, patience=None)
         result = run_trial(space.to_spec(trial.candidate, self.info), config, self.data, self.keep_going,
