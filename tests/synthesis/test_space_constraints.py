@@ -16,7 +16,7 @@ TEXT = SpaceInfo("text", (64,), 2, vocab_size=1000)
 
 
 def hand_cnn() -> Spec:
-    return to_spec(seeds(IMAGE)[1], IMAGE)
+    return to_spec(next(c for c in seeds(IMAGE) if c.origin == "seed:hand-cnn"), IMAGE)
 
 
 def test_check_names_each_limit_broken_and_accepts_specs_within_them() -> None:
