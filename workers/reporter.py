@@ -37,10 +37,11 @@ class DbReporter:
     """A `synthesis.progress.Reporter` for one job, used as a context manager that runs the heartbeat."""
 
     def __init__(self, factory: sessionmaker[Session], job_id: uuid.UUID, owner: str, lease_s: float,
-                 min_interval_s: float = 0.5) -> None:
+                 min_interval_s: float = 0.5, spent_before: float = 0.0) -> None:
         self.factory, self.job_id, self.owner, self.lease_s = factory, job_id, owner, lease_s
         self.min_interval_s = min_interval_s
         self.started = time.monotonic()
+        self.spent_before = spent_before  # device-seconds of earlier attempts of the job
         self._last = -float("inf")
         self._stage: str | None = None
         self._fraction = 0.0
@@ -57,8 +58,8 @@ class DbReporter:
         self._thread.join()
 
     def elapsed(self) -> float:
-        """Seconds since this attempt started (device-seconds on a one-device worker)."""
-        return time.monotonic() - self.started
+        """Device-seconds the job has spent: earlier attempts plus this one (one device per job)."""
+        return self.spent_before + time.monotonic() - self.started
 
     def _write(self, payload: tuple[str, Mapping[str, Any]] | None = None, *, with_progress: bool = True) -> None:
         """Renew the lease, record progress (and an event); note a cancellation or a lost lease."""

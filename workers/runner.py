@@ -78,7 +78,9 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
         raise Busy(got.retry_after)
     if got.outcome is not Outcome.CLAIMED:
         return got.outcome.value
-    with DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds) as reporter:
+    with session_scope(ctx.factory) as session:
+        spent_before = session.get_one(Job, job_id).device_seconds
+    with DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before) as reporter:
         return _run(ctx, job_id, reporter)
 
 
@@ -94,8 +96,9 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
             if job.dataset_id is None:
                 raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
-            budget = (Budget(epochs=job.budget_epochs) if job.budget_epochs is not None
-                      else Budget(seconds=float(job.budget_seconds)))
+            # a restarted attempt gets what earlier attempts left of the budget (at least a quarter of it)
+            left = max(job.budget_seconds - reporter.spent_before, job.budget_seconds / 4)
+            budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
             limits, seed = dict(job.constraints), job.seed
         reporter.stage("loading")
         prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), seed)

@@ -36,7 +36,7 @@ def _run(task: Task, epochs: int, seed: int = 0, **options: Any) -> Synthesis:
 
 
 def test_search_returns_a_valid_model(digits_task: Task) -> None:
-    result = _run(digits_task, epochs=40)
+    result = _run(digits_task, epochs=24)
     spec = Spec.from_dict(result.model.spec)
     assert spec.num_classes == 10
     assert result.model.metrics["test_accuracy"] > 0.5  # 10 classes: chance is 0.1
@@ -45,11 +45,11 @@ def test_search_returns_a_valid_model(digits_task: Task) -> None:
     x_test = digits_task.x[:16].astype(np.float32)
     assert OnnxClassifier(result.model.onnx).predict_proba(x_test).shape == (16, 10)
     trained = [e for e in result.log if e["curve"]]
-    assert sum(e["epochs"] for e in trained) <= 40  # the epoch budget's search share holds
+    assert sum(e["epochs"] for e in trained) <= 24  # the epoch budget's search share holds
 
 
 def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
-    first, second = _run(digits_task, epochs=24, seed=3), _run(digits_task, epochs=24, seed=3)
+    first, second = _run(digits_task, epochs=12, seed=3), _run(digits_task, epochs=12, seed=3)
     assert _stable(first.log) == _stable(second.log)
     assert first.model.metrics["candidate"] == second.model.metrics["candidate"]
     weights = [tree.flatten(checkpoint.from_bytes(r.model.weights).variables) for r in (first, second)]
@@ -58,7 +58,7 @@ def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
 
 
 def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> None:
-    result = _run(digits_task, epochs=30, memory_limit=2 * 2**20)  # 2 MiB: only small networks fit
+    result = _run(digits_task, epochs=16, memory_limit=2 * 2**20)  # 2 MiB: only small networks fit
     failed = [e for e in result.log if e["status"] == "failed"]
     assert failed and all(e["reason"].startswith("out of memory") for e in failed)
     assert all(e["memory_bytes"] <= 2 * 2**20 for e in result.log if e["curve"])
@@ -67,14 +67,14 @@ def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> Non
 
 def test_constraints_are_never_violated(digits_task: Task) -> None:
     limit = Constraints(max_params=20_000)
-    result = _run(digits_task, epochs=30, constraints=limit)
+    result = _run(digits_task, epochs=16, constraints=limit)
     assert result.model.param_count <= 20_000
     assert all(e["params"] <= 20_000 for e in result.log if e["status"] != "rejected")
     assert all("max_params" in e["reason"] for e in result.log if e["status"] == "rejected")
 
 
 def test_time_budget_trials_start_within_the_search_share(digits_task: Task) -> None:
-    budget = Budget(seconds=25)
+    budget = Budget(seconds=15)
     result = synthesize(digits_task, budget, Options(latency=LATENCY))
     assert result.log and all(e["started_at"] < budget.search_end() for e in result.log)
     assert result.seconds > 0
@@ -101,7 +101,7 @@ class _Cancelling(NullReporter):
 
 def test_a_reporter_can_stop_the_search(digits_task: Task) -> None:
     with pytest.raises(Stopped):
-        synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), _Cancelling())
+        synthesize(digits_task, Budget(epochs=24), Options(latency=LATENCY), _Cancelling())
 
 
 class _CancelAfterTrials(NullReporter):
@@ -116,7 +116,7 @@ class _CancelAfterTrials(NullReporter):
 
 
 def test_cancelling_still_delivers_the_best_model_so_far(digits_task: Task) -> None:
-    result = synthesize(digits_task, Budget(epochs=60), Options(latency=LATENCY), _CancelAfterTrials(2))
+    result = synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), _CancelAfterTrials(2))
     assert result.stop_reason == "cancelled"
     assert len(result.log) == 2  # no trial started after the cancellation
     assert result.model.metrics["test_accuracy"] is not None

@@ -54,7 +54,7 @@ def _submit(settings: Settings, digits: Digits, keys: Keys, budget: int) -> uuid
 
 
 def _start_training(settings: Settings, digits: Digits, keys: Keys, workers: list[WorkerProcess], log_name: str,
-                    budget: int = 60) -> tuple[Db, WorkerProcess, uuid.UUID]:
+                    budget: int = 30) -> tuple[Db, WorkerProcess, uuid.UUID]:
     """Start a worker, submit a digits job and wait until its search has tried a candidate."""
     db = Db(settings.database_url)
     worker = WorkerProcess(settings, settings.blob_dir.parent / log_name).wait_ready()
@@ -104,7 +104,7 @@ def test_cancel_stops_a_running_job_within_seconds_and_keeps_its_best_model(pg_r
                                                    worker_factory: list[WorkerProcess]) -> None:
     settings = pg_redis_settings
     keys = make_keys(settings.database_url)
-    db, _worker, job_id = _start_training(settings, digits, keys, worker_factory, "worker.log", budget=120)
+    db, _worker, job_id = _start_training(settings, digits, keys, worker_factory, "worker.log", budget=90)
     with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
         r = client.post(f"{V1}/jobs/{job_id}/cancel", headers=keys.alice)
         assert r.status_code == 200 and r.json()["cancel_requested"], r.text
