@@ -8,15 +8,16 @@ observed so far (epochs t = 1..n):
   networks by extrapolation of learning curves" (IJCAI 2015);
 * ``exp3``: acc(t) = a - b * exp(-c * t), from the same family ensemble;
 * ``pow2``: error(t) = b * t^(-c), a power law of the error with no floor (a straight line in log-log
-  space), the only family two points determine.
+  space).
 
 For a fixed exponent the first two are linear in (a, b), so each is fitted exactly by least squares
 over a grid of exponents (variable projection) under the constraints 0 <= a <= 1 and b >= 0: no
-iterative optimiser, no failure modes, a few hundred microseconds per curve. Baker, Gupta, Raskar &
-Naik, "Accelerating Neural Architecture Search using Performance Prediction" (ICLR workshop 2018,
-arXiv 2017) show that such early-epoch predictions rank candidates well enough to stop losers
-early; the search uses :func:`rank_candidates` for that. Curves of one epoch predict their only
-value; two epochs use ``pow2`` alone; every prediction is clipped to [best so far, 1].
+iterative optimiser, no failure modes, well under a millisecond per curve. Curves of fewer than
+MIN_POINTS epochs predict their best value so far: two noisy points cannot tell a trend from noise,
+and Baker, Gupta, Raskar & Naik, "Accelerating Neural Architecture Search using Performance
+Prediction" (ICLR workshop 2018, arXiv 2017) find the last observed value a strong predictor early in
+training. Every prediction is clipped to [best so far, 1]. ``bench/estimator.py`` measures how well the
+predictions rank real candidates (see bench/README.md).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ EXP_RATES = np.geomspace(0.01, 3.0, 64)
 """Rates c (per epoch) tried for ``exp3``."""
 MAX_ERROR_EXPONENT = 2.0
 """Steepest error decay ``pow2`` may extrapolate: error ~ t^-2."""
+MIN_POINTS = 3
+"""Fewest observed epochs the curve families are fitted to; shorter curves predict their best value."""
 MIN_ERROR = 1e-6
 """Error floor before taking logarithms."""
 
@@ -77,12 +80,16 @@ FAMILIES: dict[str, Family] = {
 """The curve families, by name: each maps (epochs, accuracies, horizon) to a predicted accuracy."""
 
 
-def predict_final(curve: Curve, horizon: int) -> float:
+def predict_final(curve: Curve, horizon: int, warmup_fraction: float | None = None) -> float:
     """Predict the best validation accuracy reached by epoch ``horizon`` from the per-epoch accuracies in
     ``curve`` (epochs 1..len(curve)).
 
-    The result lies in [max(curve), 1] when ``horizon >= len(curve)``; for a shorter horizon it is the
-    best value observed by then. Raises ValueError for an empty curve, a non-finite value or ``horizon < 1``.
+    With ``warmup_fraction`` the run is taken to follow core's learning-rate schedule over ``horizon``
+    epochs (linear warm-up for that fraction, then cosine decay to zero) and the curves are fitted against
+    the learning rate spent so far instead of epochs: a decaying rate slows late progress, which plain
+    epochs would over-extrapolate. The result lies in [max(curve), 1] when ``horizon >= len(curve)``; for
+    a shorter horizon it is the best value observed by then. Raises ValueError for an empty curve, a
+    non-finite value, ``horizon < 1`` or a warm-up fraction outside [0, 1).
     """
     y = np.asarray(curve, dtype=np.float64)
     if y.ndim != 1 or len(y) == 0 or not np.all(np.isfinite(y)):
@@ -90,20 +97,36 @@ def predict_final(curve: Curve, horizon: int) -> float:
     y = np.clip(y, 0.0, 1.0)
     if horizon < 1:
         raise ValueError("horizon must be at least one epoch")
+    if warmup_fraction is not None and not 0 <= warmup_fraction < 1:
+        raise ValueError("warmup_fraction must be in [0, 1)")
     best = float(y[:horizon].max())
-    if horizon <= len(y) or len(y) == 1:
+    if horizon <= len(y) or len(y) < MIN_POINTS:
         return best
     t = np.arange(1.0, len(y) + 1.0)
-    names = ("pow2",) if len(y) == 2 else tuple(FAMILIES)
-    predictions = [FAMILIES[name](t, y, float(horizon)) for name in names]
+    end = float(horizon)
+    if warmup_fraction is not None:
+        t, end = schedule_time(t, horizon, warmup_fraction), float(schedule_time(np.array([end]), horizon,
+                                                                                 warmup_fraction)[0])
+    predictions = [family(t, y, end) for family in FAMILIES.values()]
     prediction = float(np.median([p for p in predictions if np.isfinite(p)] or [best]))
     return min(max(prediction, best), 1.0)
 
 
-def rank_candidates(curves: Sequence[Curve], horizon: int) -> list[int]:
+def schedule_time(epochs: np.ndarray, horizon: int, warmup_fraction: float) -> np.ndarray:
+    """Learning rate spent by the end of each of ``epochs`` (in epochs at the peak rate) under a linear
+    warm-up for ``warmup_fraction`` of ``horizon`` epochs followed by cosine decay to zero."""
+    x = np.clip(epochs / horizon, 0.0, 1.0)
+    w = warmup_fraction
+    v = (x - w) / (1.0 - w)
+    decay = w / 2 + (1.0 - w) * (v / 2 + np.sin(np.pi * v) / (2 * np.pi))
+    warm = x * x / (2 * w) if w > 0 else np.zeros_like(x)
+    return np.asarray(horizon * np.where(x < w, warm, decay), dtype=np.float64)
+
+
+def rank_candidates(curves: Sequence[Curve], horizon: int, warmup_fraction: float | None = None) -> list[int]:
     """Indices of ``curves`` from the best predicted final accuracy to the worst (ties: best observed
-    value first, then input order)."""
-    keys = [(-predict_final(c, horizon), -float(np.max(c)), i) for i, c in enumerate(curves)]
+    value first, then input order); ``warmup_fraction`` as for :func:`predict_final`."""
+    keys = [(-predict_final(c, horizon, warmup_fraction), -float(np.max(c)), i) for i, c in enumerate(curves)]
     return [i for *_, i in sorted(keys)]
 
 
