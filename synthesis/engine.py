@@ -125,11 +125,9 @@ def _ranked(search: Search) -> list[Trial]:
 
 def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
     """The trained trial with the best validation accuracy; Cancelled again when none finished training."""
-    done = [t for t in search.trials if t.result is not None and t.result.variables is not None]
-    if not done:
+    best = search.best_trained()
+    if best is None or best.result is None or best.result.variables is None:
         raise Cancelled("cancelled before any candidate finished training")
-    best = max(done, key=lambda t: t.result.best_metric if t.result else 0.0)
-    assert best.result is not None and best.result.variables is not None
     return best, best.result.variables
 
 

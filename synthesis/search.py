@@ -206,10 +206,13 @@ class Search:
         firsts = [t.result.first_epoch_s for t in self.trials if t.result is not None and t.result.first_epoch_s]
         return self.budget.left(end) > (float(np.median(firsts)) if firsts else 0.0)
 
-    def _forget_weights_of_all_but_the_best(self) -> None:
+    def best_trained(self) -> Trial | None:
+        """The trial with the best validation accuracy among those whose weights are kept (None: no such trial)."""
         kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
-        if len(kept) > 1:
-            keep = max(kept, key=lambda t: t.result.best_metric if t.result else 0.0)
-            for t in kept:
-                if t is not keep and t.result is not None:
-                    t.result.variables = None
+        return max(kept, key=lambda t: t.result.best_metric if t.result else 0.0, default=None)
+
+    def _forget_weights_of_all_but_the_best(self) -> None:
+        keep = self.best_trained()
+        for t in self.trials:
+            if t is not keep and t.result is not None:
+                t.result.variables = None

@@ -24,16 +24,21 @@ def make_app(settings: Settings | None = None) -> Celery:
     return celery
 
 
-@signals.worker_process_init.connect
-def _prepare_pool_process(**_kwargs: Any) -> None:
-    """Before a pool process imports JAX: the XLA:CPU flags core was tuned with, and one GPU per process."""
-    from billiard.process import current_process
-
+def use_cpu_xla_flags() -> None:
+    """Add core's XLA:CPU flags to `XLA_FLAGS` (keeping any set already); call before JAX's backend starts."""
     from core.kernels import CPU_XLA_FLAGS  # imports JAX; XLA reads its flags when the backend starts, later
 
     current = os.environ.get("XLA_FLAGS", "")
     extra = [f for f in CPU_XLA_FLAGS if f.split("=")[0] not in current]
     os.environ["XLA_FLAGS"] = " ".join([current, *extra]).strip()
+
+
+@signals.worker_process_init.connect
+def _prepare_pool_process(**_kwargs: Any) -> None:
+    """Before a pool process imports JAX: the XLA:CPU flags core was tuned with, and one GPU per process."""
+    from billiard.process import current_process
+
+    use_cpu_xla_flags()
     if os.environ.get("NETSYNTH_PIN_GPUS") == "1":
         os.environ["CUDA_VISIBLE_DEVICES"] = str(getattr(current_process(), "index", 0) or 0)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import tempfile
@@ -133,17 +132,13 @@ def run(args: argparse.Namespace) -> Path:
             raise CliError(f"{args.data}: {exc.detail} ({exc.reason})") from None
         print(f"{args.data}: {found.sample_count} {found.modality} samples, {len(found.classes)} classes",
               file=sys.stderr)
-        os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *_xla_flags()]).strip()
+        from workers.app import use_cpu_xla_flags
+
+        use_cpu_xla_flags()
         from workers.data import prepare_file
 
         prepared = prepare_file(path, found.format, limits, args.seed)
     return _synthesize(args, prepared, found.sample_count)
-
-
-def _xla_flags() -> Sequence[str]:
-    from core.kernels import CPU_XLA_FLAGS  # before JAX's backend starts: XLA reads them then
-
-    return [f for f in CPU_XLA_FLAGS if f.split("=")[0] not in os.environ.get("XLA_FLAGS", "")]
 
 
 def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:

@@ -20,6 +20,7 @@ from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
 from api.package import native_package
 from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
+from api.upload import bounded
 from store.errors import InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import Limits, decode_image
 from store.models import Job, TrainedModel
@@ -116,14 +117,7 @@ async def predict(model: OwnedModel, request: Request) -> PredictOut:
 
 async def _read_body(request: Request) -> bytes:
     """The request body, refused with PayloadTooLarge as soon as it passes MAX_PREDICT_BYTES."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_PREDICT_BYTES:
-            raise PayloadTooLarge(f"a predict request may carry at most {MAX_PREDICT_BYTES} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return b"".join([chunk async for chunk in bounded(request.stream(), MAX_PREDICT_BYTES, "a predict request")])
 
 
 def _check_count(count: int) -> None:
