@@ -12,7 +12,8 @@ STOP_REASONS = ("completed", "early_stopping", "deadline")
 class TrainConfig:
     """Hyper-parameters of a training run.
 
-    ``patience``: epochs without a new best validation accuracy before stopping (``None`` = never).
+    ``patience``: epochs without a better validation epoch (higher accuracy, or equal accuracy at a lower
+    loss: :func:`core.training.better`) before stopping (``None`` = never).
     ``max_shift``/``flip``: image augmentation (random shifts of up to ``max_shift`` px, left-right
     flips); ignored for other modalities. ``max_shift=None`` suits the image size (see
     :func:`shift_for`); flips happen only when asked, as they change the meaning of digits.

@@ -12,7 +12,7 @@ import pytest
 from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
 from core.model import build
 from core.reparam import Reparam
-from core.training import Progress, TrainConfig, evaluate, predict_proba, train
+from core.training import Progress, TrainConfig, better, evaluate, predict_proba, train
 from core.tree import flatten
 from tests.core.specs import quadrant_data, tiny_spec
 
@@ -45,7 +45,8 @@ def test_early_stopping_restores_the_best_epoch(early, data: Dataset) -> None:
     assert len(result.history) < 40
     assert len(result.history) == result.best_epoch + 2  # patience epochs after the best
     assert result.best_metric == max(accs)
-    assert result.best_epoch == accs.index(max(accs)) + 1
+    tied = [i for i, a in enumerate(accs) if a == max(accs)]  # ties go to the lowest validation loss
+    assert result.best_epoch == min(tied, key=lambda i: result.history[i]["val_loss"]) + 1
     final = evaluate(model, result.variables, data.x_val, data.y_val)
     assert final["accuracy"] == result.best_metric
     best_loss = result.history[result.best_epoch - 1]["val_loss"]
@@ -53,6 +54,14 @@ def test_early_stopping_restores_the_best_epoch(early, data: Dataset) -> None:
     assert final["loss"] == pytest.approx(best_loss, rel=1e-5)
     assert final["loss"] != pytest.approx(last_loss, rel=1e-5)  # not the last epoch's weights
     assert set(result.variables) == {"params", "batch_stats"}
+
+
+def test_an_epoch_is_better_by_accuracy_then_by_loss() -> None:
+    assert better({"accuracy": 0.9, "loss": 0.5}, 0.8, 0.1)
+    assert not better({"accuracy": 0.8, "loss": 0.01}, 0.9, 0.5)
+    assert better({"accuracy": 1.0, "loss": 0.05}, 1.0, 0.2)  # saturated accuracy: the lower loss wins
+    assert not better({"accuracy": 1.0, "loss": 0.2}, 1.0, 0.05)
+    assert not better({"accuracy": 1.0, "loss": float("nan")}, 1.0, 0.05)
 
 
 def test_progress_reports_every_epoch_with_increasing_steps(early) -> None:
