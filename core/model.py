@@ -28,7 +28,7 @@ from core import kernels
 from core.graph import Graph, validate
 from core.layers import PositionEmbedding, SeparableConv2D
 from core.ops import pool_strides, pool_window
-from core.spec import INPUT, Node, Spec
+from core.spec import INPUT, Affine, Node, Spec
 
 Variables = dict[str, Any]
 Dtype = Any
@@ -138,12 +138,20 @@ class Network(nn.Module):
         if spec.input.dtype == "int32":
             x = jnp.asarray(x).astype(jnp.int32)
         else:
-            x = jnp.asarray(x).astype(jnp.float32) * spec.input.scale + spec.input.offset
+            x = jnp.asarray(x).astype(jnp.float32)
+            x = x * _per_channel(spec.input.scale, x.ndim) + _per_channel(spec.input.offset, x.ndim)
             x = x.astype(self.dtype)
         values: dict[str, jax.Array] = {INPUT: x}
         for node in self.graph.order:
             values[node.id] = _node(node, [values[i] for i in node.inputs], train, self.dtype)
         return values[spec.output].astype(jnp.float32)
+
+
+def _per_channel(value: Affine, rank: int) -> float | jax.Array:
+    """A scale or offset broadcastable over inputs of `rank` (batch axis included): per channel on the last axis."""
+    if isinstance(value, tuple):
+        return jnp.asarray(value, jnp.float32).reshape((1,) * (rank - 1) + (len(value),))
+    return value
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,9 +1,10 @@
 """Export a network to ONNX, built directly from the spec graph (no tracing of JAX).
 
 The graph reads ``input`` ``[batch, *spec.input.shape]`` (float32, or int32 token ids) with a
-symbolic batch axis, applies the spec's ``x * scale + offset`` to float inputs, and yields
-``logits`` ``[batch, num_classes]`` and their ``probabilities`` (softmax). Activations stay
-channels-last as in :mod:`core.model`; see :mod:`core.onnx_ops` for the per-op converters.
+symbolic batch axis, applies the spec's ``x * scale + offset`` (per channel when the spec gives
+one value per channel) to float inputs, and yields ``logits`` ``[batch, num_classes]`` and their
+``probabilities`` (softmax). Activations stay channels-last as in :mod:`core.model`; see
+:mod:`core.onnx_ops` for the per-op converters.
 Parameters are embedded as float32 initialisers; pruned or shared parameters are exported as
 their dense values.
 
@@ -53,7 +54,7 @@ def export_onnx(spec: Spec | Graph, variables: dict[str, Any], *, reparam: Repar
     inp = graph.spec.input
     is_int = inp.dtype == "int32"
     x = INPUT_NAME
-    if not is_int and inp.scale != 1.0:
+    if not is_int and inp.scale != 1.0:  # a per-channel tuple broadcasts over the last axis
         x = b.op("Mul", [x, b.const("input/scale", inp.scale)], "input/scaled")
     if not is_int and inp.offset != 0.0:
         x = b.op("Add", [x, b.const("input/offset", inp.offset)], "input/shifted")

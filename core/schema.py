@@ -17,6 +17,7 @@ from core.ops import OPS
 from core.spec import DTYPES, FORMAT, ID_PATTERN, INPUT, MODALITIES, VERSION
 
 SCHEMA_ID = "https://netsynth.dev/schemas/spec-v1.json"
+_NONZERO: dict[str, Any] = {"type": "number", "not": {"const": 0}}
 
 
 def _node_schema(op: str) -> dict[str, Any]:
@@ -63,8 +64,11 @@ def json_schema() -> dict[str, Any]:
                     "shape": {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1},
                     "dtype": {"enum": list(DTYPES), "default": "float32"},
                     "modality": {"enum": list(MODALITIES), "default": "image"},
-                    "scale": {"type": "number", "not": {"const": 0}, "default": 1.0},
-                    "offset": {"type": "number", "default": 0.0},
+                    "scale": {"oneOf": [_NONZERO, {"type": "array", "items": _NONZERO, "minItems": 1}],
+                              "default": 1.0, "description": "one factor, or one per channel (last axis)"},
+                    "offset": {"oneOf": [{"type": "number"},
+                                         {"type": "array", "items": {"type": "number"}, "minItems": 1}],
+                               "default": 0.0, "description": "one term, or one per channel (last axis)"},
                 },
                 "required": ["shape"],
                 "additionalProperties": False,

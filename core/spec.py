@@ -36,6 +36,8 @@ ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 """Node ids: letters, digits, '_', '.', '-' (no '/', which separates flat parameter paths)."""
 MODALITIES = ("image", "text", "tabular")
 DTYPES = ("float32", "int32")
+Affine = float | tuple[float, ...]
+"""An input's scale or offset: one number for every element, or one per channel (the last axis)."""
 
 
 @dataclass(frozen=True)
@@ -43,14 +45,23 @@ class InputSpec:
     """The network's input: shape without the batch axis, element dtype and modality.
 
     Float inputs are first mapped to ``x * scale + offset`` inside the network, so that a model
-    (and its ONNX export) takes raw values, e.g. pixels 0-255 with ``scale = 1/255``.
+    (and its ONNX export) takes raw values, e.g. pixels 0-255 with ``scale = 1/255``. ``scale`` and
+    ``offset`` are each one number or a tuple of one number per channel (the last axis of ``shape``),
+    e.g. per-channel standardisation ``scale = 1/std``, ``offset = -mean/std``.
     """
 
     shape: tuple[int, ...]
     dtype: str = "float32"
     modality: str = "image"
-    scale: float = 1.0
-    offset: float = 0.0
+    scale: Affine = 1.0
+    offset: Affine = 0.0
+
+    def __post_init__(self) -> None:
+        for key in ("scale", "offset"):
+            value = getattr(self, key)
+            if isinstance(value, tuple) and len(value) != self.shape[-1]:
+                raise SchemaError(f"input.{key} has {len(value)} values; the input has {self.shape[-1]} channels "
+                                  "(its shape's last axis)")
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,8 @@ class Spec:
                 "shape": list(self.input.shape),
                 "dtype": self.input.dtype,
                 "modality": self.input.modality,
-                "scale": self.input.scale,
-                "offset": self.input.offset,
+                "scale": _affine_json(self.input.scale),
+                "offset": _affine_json(self.input.offset),
             },
             "nodes": nodes,
             "output": {"node": self.output, "num_classes": self.num_classes},
@@ -141,12 +152,8 @@ class Spec:
             raise SchemaError(f"input.dtype must be one of {DTYPES}, got {dtype!r}")
         if modality not in MODALITIES:
             raise SchemaError(f"input.modality must be one of {MODALITIES}, got {modality!r}")
-        scale, offset = inp.get("scale", 1.0), inp.get("offset", 0.0)
-        for key, value in (("scale", scale), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                raise SchemaError(f"input.{key} must be a finite number, got {value!r}")
-        if scale == 0:
-            raise SchemaError("input.scale must not be 0")
+        scale = _affine_from(inp.get("scale", 1.0), "scale", shape[-1])
+        offset = _affine_from(inp.get("offset", 0.0), "offset", shape[-1])
         raw_nodes = _require(doc, "nodes", list, "spec")
         nodes = tuple(_node_from_dict(i, n) for i, n in enumerate(raw_nodes))
         out = _require(doc, "output", dict, "spec")
@@ -158,7 +165,7 @@ class Spec:
         name = doc.get("name", "network")
         if not isinstance(name, str):
             raise SchemaError("'name' must be a string")
-        input_spec = InputSpec(tuple(shape), dtype, modality, float(scale), float(offset))
+        input_spec = InputSpec(tuple(shape), dtype, modality, scale, offset)
         return cls(input_spec, nodes, out_node, num_classes, name)
 
     @classmethod
@@ -169,6 +176,29 @@ class Spec:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise SchemaError(f"not valid JSON: {exc}") from exc
         return cls.from_dict(doc)
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+def _affine_from(value: Any, key: str, channels: int) -> Affine:
+    """A scale or offset read from JSON: a finite number, or a list (or tuple) of one finite number per channel
+    (a scale holds no 0)."""
+    per_channel = isinstance(value, list | tuple)
+    values = list(value) if per_channel else [value]
+    if not values or not all(_is_number(v) for v in values):
+        raise SchemaError(f"input.{key} must be a finite number or a list of them, got {value!r}")
+    if per_channel and len(values) != channels:
+        raise SchemaError(f"input.{key} has {len(values)} values; the input has {channels} channels "
+                          "(its shape's last axis)")
+    if key == "scale" and any(v == 0 for v in values):
+        raise SchemaError("input.scale must not be 0")
+    return tuple(float(v) for v in values) if per_channel else float(value)
+
+
+def _affine_json(value: Affine) -> float | list[float]:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _node_from_dict(index: int, raw: Any) -> Node:

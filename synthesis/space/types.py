@@ -18,7 +18,8 @@ class SpaceInfo:
     """The task as the search spaces see it.
 
     ``input_shape`` is ``(H, W, C)`` for images and ``(L,)`` for text (token ids); float image
-    inputs are mapped to ``x * scale + offset`` inside every network; ``vocab_size`` is the number of
+    inputs are mapped to ``x * scale + offset`` inside every network (each one number, or a tuple of one
+    per channel: see :func:`synthesis.normalise.channel_normalisation`); ``vocab_size`` is the number of
     token ids of a text task.
     """
 
@@ -26,8 +27,8 @@ class SpaceInfo:
     input_shape: tuple[int, ...]
     num_classes: int
     vocab_size: int = 0
-    scale: float = 1.0
-    offset: float = 0.0
+    scale: float | tuple[float, ...] = 1.0
+    offset: float | tuple[float, ...] = 0.0
 
     def __post_init__(self) -> None:
         rank = {"image": 3, "text": 1}.get(self.modality)

@@ -196,6 +196,15 @@ def test_input_scale_and_offset_apply_first() -> None:
     np.testing.assert_allclose(out, x * 0.5 - 1.0)
 
 
+def test_per_channel_scale_and_offset_apply_on_the_last_axis() -> None:
+    inp = InputSpec((2, 3), modality="tabular", scale=(0.5, 2.0, -1.0), offset=(1.0, 0.0, -3.0))
+    model, variables = _probe(inp, [_n("op", "activation", fn="identity")], "op")
+    x = np.arange(12, dtype=np.float32).reshape(2, 2, 3)
+    out, _ = model.apply(variables, x)
+    want = x * np.asarray([0.5, 2.0, -1.0], np.float32) + np.asarray([1.0, 0.0, -3.0], np.float32)
+    np.testing.assert_allclose(out, want.reshape(2, -1))
+
+
 def test_pooling_values() -> None:
     img = InputSpec((4, 5, 2))
     x = np.random.default_rng(0).normal(size=(2, 4, 5, 2)).astype(np.float32)

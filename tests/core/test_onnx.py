@@ -161,6 +161,25 @@ def test_op_parity(case):
     assert parity(spec) <= TOL
 
 
+@pytest.mark.parametrize("case", ["conv2d-same", "batch_norm-image", "global_max_pool-image"])
+def test_per_channel_scale_and_offset_parity(case):
+    shape, body, rank = CASES[case]
+    spec = make_spec(shape, body, rank, scale=[1 / 255, 0.5, 4.0], offset=[-0.5, 0.0, 3.0])
+    assert spec.input.scale == (1 / 255, 0.5, 4.0)
+    assert parity(spec) <= TOL
+
+
+def test_per_channel_input_is_normalised_per_channel():
+    spec = make_spec([2, 2, 2], [node("x", "flatten", ["input"])], 1, scale=[2.0, 0.5], offset=[1.0, -1.0])
+    pick = {"params": {"logits": {"kernel": np.eye(8, CLASSES, dtype=np.float32),  # the first 3 flat values
+                                  "bias": np.zeros(CLASSES, np.float32)}}}
+    x = np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2)
+    want = (x * np.array([2.0, 0.5], np.float32) + np.array([1.0, -1.0], np.float32)).reshape(2, 8)[:, :CLASSES]
+    got = session(export_onnx(spec, pick)).run(["logits"], {"input": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(logits_of(build(spec), pick, x), want, rtol=1e-6)
+
+
 def test_embedding_parity_with_out_of_vocabulary_ids():
     body = [node("x", "embedding", ["input"], vocab_size=10, dim=4)]
     spec = make_spec([7], body, 2, dtype="int32")

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import SchemaError
 from core.schema import json_schema, published_schema
-from core.spec import Spec
+from core.spec import InputSpec, Spec
 from tests.core.specs import reference_cnn_doc
 
 
@@ -43,6 +43,10 @@ def test_document_is_readable_and_editable() -> None:
         (lambda d: d["input"].update(scale=float("inf")), "input.scale"),
         (lambda d: d["input"].update(offset=float("nan")), "input.offset"),
         (lambda d: d["input"].update(offset="0"), "input.offset"),
+        (lambda d: d["input"].update(scale=[1.0, 2.0]), "2 values; the input has 1 channels"),
+        (lambda d: d["input"].update(scale=[]), "input.scale"),
+        (lambda d: d["input"].update(scale=[0.0]), "must not be 0"),
+        (lambda d: d["input"].update(offset=[float("nan")]), "input.offset"),
         (lambda d: d["output"].update(num_classes=1), "num_classes"),
         (lambda d: d.update(extra=1), "unknown keys"),
         (lambda d: d["nodes"][0].update(id="input"), "not be 'input'"),
@@ -85,3 +89,33 @@ def test_schema_accepts_specs_and_rejects_bad_hyper_parameters() -> None:
     bad = copy.deepcopy(doc)
     bad["nodes"][0]["op"] = "conv3d"
     assert not validator.is_valid(bad)
+
+
+def test_per_channel_scale_and_offset_round_trip_and_validate() -> None:
+    doc = copy.deepcopy(reference_cnn_doc())
+    doc["input"].update(shape=[28, 28, 3], scale=[0.5, 0.25, 2], offset=[-1, 0.0, 1.5])
+    spec = Spec.from_dict(doc)
+    assert (spec.input.scale, spec.input.offset) == ((0.5, 0.25, 2.0), (-1.0, 0.0, 1.5))
+    assert Spec.from_json(spec.to_json()) == spec
+    assert spec.to_dict()["input"]["scale"] == [0.5, 0.25, 2.0]
+    jsonschema.Draft202012Validator(json_schema()).validate(spec.to_dict())
+
+
+def test_scalar_scale_and_offset_still_load() -> None:
+    doc = copy.deepcopy(reference_cnn_doc())
+    doc["input"].update(scale=1 / 255, offset=-0.5)
+    spec = Spec.from_dict(doc)
+    assert (spec.input.scale, spec.input.offset) == (1 / 255, -0.5)
+    assert spec.to_dict()["input"]["offset"] == -0.5
+
+
+def test_a_per_channel_tuple_must_match_the_channels() -> None:
+    with pytest.raises(SchemaError, match="3 channels"):
+        InputSpec((4, 4, 3), scale=(1.0, 2.0))
+
+
+def test_schema_refuses_a_zero_in_a_per_channel_scale() -> None:
+    doc = copy.deepcopy(reference_cnn_doc())
+    doc["input"].update(shape=[28, 28, 2], scale=[1.0, 0])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(json_schema()).validate(doc)

@@ -109,3 +109,14 @@ def test_seed_networks_build_and_run(info: SpaceInfo, name: str) -> None:
     logits, _ = model.apply(variables, x.astype(np.int32 if info.modality == "text" else np.float32))
     assert logits.shape == (2, info.num_classes)
     assert bool(np.all(np.isfinite(np.asarray(logits))))
+
+
+def test_per_channel_normalisation_reaches_the_spec() -> None:
+    info = SpaceInfo("image", (8, 8, 3), 4, scale=(0.5, 0.25, 2.0), offset=(-1.0, 0.0, 1.0))
+    spec = to_spec(seed(info, "hand-cnn"), info)
+    assert (spec.input.scale, spec.input.offset) == ((0.5, 0.25, 2.0), (-1.0, 0.0, 1.0))
+    assert Spec.from_json(spec.to_json()) == spec
+    x = np.full((2, 8, 8, 3), 128, np.float32)
+    model = build(spec)
+    logits, _ = model.apply(model.init(jax.random.key(0)), x)
+    assert logits.shape == (2, 4) and bool(np.isfinite(np.asarray(logits)).all())
