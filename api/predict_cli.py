@@ -12,7 +12,7 @@ import numpy as np
 from api.inference import SessionCache
 from store.errors import InvalidInput
 from store.ingest import Inputs, load_inputs
-from store.package import Package, image_shape, network_input, read_package
+from store.package import Package, image_shape, network_input, read_package, resize_policy
 from store.settings import Settings
 
 DEFAULT_BATCH = 256
@@ -87,7 +87,7 @@ def cmd_predict(settings: Settings, args: argparse.Namespace) -> None:
     """Predict with the package at `args.model_dir` on `args.input`, write `args.output`, print a summary and,
     when the input carries labels, the accuracy. Bad input raises store.errors (InvalidInput, DatasetRejected)."""
     package = read_package(args.model_dir)
-    inputs = load_inputs(args.input, image_shape(package.preprocessing))
+    inputs = load_inputs(args.input, image_shape(package.preprocessing), policy=resize_policy(package.preprocessing))
     proba = probabilities(package, inputs, args.batch_size)
     write_predictions(args.output, inputs.names, package.classes, proba)
     predicted = [package.classes[i] for i in proba.argmax(axis=1).tolist()]

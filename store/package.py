@@ -19,6 +19,7 @@ import numpy as np
 from store.errors import DatasetRejected, InvalidInput
 from store.ingest.archive import SafeZip
 from store.ingest.limits import Limits
+from store.ingest.resize import POLICIES, STRETCH
 from store.ingest.text import TextEncoder
 
 README = """\
@@ -70,7 +71,10 @@ The graph's input is named `input`; its output `probabilities` is `[N, classes]`
 there too).
 
 - Images: `x` is raw pixel values 0-255 as float32 `[N, H, W, C]`, with `[H, W, C]` the `shape` in
-  `preprocessing.json` (C = 1 for grayscale, 3 for RGB). The graph scales the pixels itself.
+  `preprocessing.json` (C = 1 for grayscale, 3 for RGB). The graph normalises the pixels itself (per
+  channel). An image of another size is first brought to `H x W` as `resize` in `preprocessing.json`
+  says: `centre-crop` scales it (Pillow, bilinear) to the smallest size covering `H x W` with its aspect
+  ratio kept and cuts out the centre; `stretch` (or no `resize`) scales each axis on its own.
 - Text: `x` is int32 token ids `[N, L]` from the encoder in `preprocessing.json`: each text is
   lower-cased and split into words (regular expression `\\w+`); a word's id is its index in `words`
   plus 2 (0 = padding, 1 = unknown word); a word outside `words` becomes up to four ids of its hashed
@@ -223,6 +227,15 @@ def image_shape(preprocessing: Mapping[str, Any]) -> tuple[int, int, int] | None
     return height, width, channels
 
 
+def resize_policy(preprocessing: Mapping[str, Any]) -> str:
+    """How an image model brings raw images of another size to its shape (store.ingest.resize): the package's
+    `resize`, or `stretch` for packages made before it was recorded; InvalidInput for an unknown policy."""
+    policy = preprocessing.get("resize", STRETCH)
+    if policy not in POLICIES:
+        raise InvalidInput(f"the resize policy must be one of {list(POLICIES)}, not {policy!r}")
+    return str(policy)
+
+
 def _encoder(preprocessing: Mapping[str, Any]) -> TextEncoder:
     try:
         return TextEncoder.from_json(preprocessing.get("encoder"))  # type: ignore[arg-type]
@@ -232,9 +245,11 @@ def _encoder(preprocessing: Mapping[str, Any]) -> TextEncoder:
 
 def check_preprocessing(preprocessing: Mapping[str, Any]) -> None:
     """Refuse (InvalidInput) preprocessing that is neither {"kind": "image", "shape": [H, W, C]} with C 1 or 3
-    nor {"kind": "text", "encoder": {...}} with a readable encoder."""
+    (and an optional known "resize" policy) nor {"kind": "text", "encoder": {...}} with a readable encoder."""
     if image_shape(preprocessing) is None:
         _encoder(preprocessing)
+    else:
+        resize_policy(preprocessing)
 
 
 def network_input(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from store.blobs import BlobStore
 from store.ingest import ImageData, Limits, TextEncoder, load_file
+from store.ingest.resize import CENTRE_CROP
 from store.models import Dataset
 from synthesis.engine import Task
 from synthesis.split import stratified_split
@@ -34,7 +35,11 @@ def duplicate_groups(samples: list[bytes]) -> np.ndarray:
 
 
 def prepare(dataset: Dataset, blobs: BlobStore, limits: Limits, seed: int = 0) -> Prepared:
-    """Load `dataset`'s file from the blob store and prepare it (see `prepare_file`)."""
+    """Load `dataset`'s file from the blob store and prepare it (see `prepare_file`); images are brought to the
+    size its profile recorded at upload (a declared resize included)."""
+    image = (dataset.profile or {}).get("image")
+    if isinstance(image, dict) and limits.resize is None:
+        limits = replace(limits, resize=(int(image["height"]), int(image["width"])))
     with tempfile.TemporaryDirectory(prefix="netsynth-") as tmp:
         path = Path(tmp) / (dataset.filename or "dataset")
         with blobs.open(dataset.blob_key) as src, path.open("wb") as dst:
@@ -43,14 +48,15 @@ def prepare(dataset: Dataset, blobs: BlobStore, limits: Limits, seed: int = 0) -
 
 
 def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepared:
-    """Load a validated dataset file; exact duplicates are grouped, texts get a vocabulary learned from the
-    training split only (the split synthesis makes from the same labels, groups and seed)."""
+    """Load a validated dataset file; images are brought to one size by the resize policy (store.ingest.resize),
+    which the preprocessing records for prediction; exact duplicates are grouped, texts get a vocabulary learned
+    from the training split only (the split synthesis makes from the same labels, groups and seed)."""
     data = load_file(path, fmt, limits)
     if isinstance(data, ImageData):
         h, w, c = (int(d) for d in data.x.shape[1:])
         groups = duplicate_groups([row.tobytes() for row in data.x])
         task = Task("image", data.x, data.y, len(data.classes), groups=groups)
-        return Prepared(task, {"kind": "image", "shape": [h, w, c]}, list(data.classes))
+        return Prepared(task, {"kind": "image", "shape": [h, w, c], "resize": CENTRE_CROP}, list(data.classes))
     groups = duplicate_groups([t.encode("utf-8") for t in data.texts])
     train_rows = stratified_split(data.y, seed, groups=groups).train
     encoder = TextEncoder.fit([data.texts[i] for i in train_rows])

@@ -33,7 +33,8 @@ UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"mu
                  "CSV with a `text,label` header; TSV `text<TAB>label` lines without header"},
         "name": {"type": "string", "maxLength": 200, "description": "default: the file name without extension"},
         "resize": {"type": "string", "example": "32x32",
-                   "description": "HEIGHTxWIDTH every image is resized to (for folders of mixed sizes)"}}}}}}}
+                   "description": "HEIGHTxWIDTH every image is resized to (centre-crop), instead of the "
+                                  "automatic size: native up to 64 px, else the median size capped at 64 px"}}}}}}}
 
 
 def get_blobs(settings: SettingsDep) -> BlobStore:

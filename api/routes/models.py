@@ -24,7 +24,7 @@ from api.upload import bounded
 from store.errors import InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import Limits, decode_image
 from store.models import Job, TrainedModel
-from store.package import image_shape, network_input
+from store.package import image_shape, network_input, resize_policy
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -154,11 +154,13 @@ async def _files(headers: Headers, boundary: bytes, body: bytes) -> list[bytes]:
 
 
 def _pixels(files: Sequence[bytes], preprocessing: dict[str, Any]) -> np.ndarray:
-    """Decoded images as the network's input, float32 [N, H, W, C] raw pixel values; DatasetRejected names the
-    file at fault."""
+    """Decoded images as the network's input, float32 [N, H, W, C] raw pixel values, each brought to the model's
+    size by its resize policy; DatasetRejected names the file at fault."""
     shape = image_shape(preprocessing)
     assert shape is not None  # the route sends files to image models only
-    images = [decode_image(data, shape, Limits(), name=f"files[{index}]") for index, data in enumerate(files)]
+    policy = resize_policy(preprocessing)
+    images = [decode_image(data, shape, Limits(), name=f"files[{index}]", policy=policy)
+              for index, data in enumerate(files)]
     return network_input(preprocessing, images=images)
 
 

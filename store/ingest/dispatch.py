@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from store.errors import DatasetRejected
@@ -9,8 +10,9 @@ from store.ingest.archive import SafeZip
 from store.ingest.arrays import label_names, read_npz
 from store.ingest.detect import TEXT_FORMATS, detect_format
 from store.ingest.fold import ImageFold, TextFold
-from store.ingest.imagezip import zip_images
+from store.ingest.imagezip import zip_images, zip_sizes
 from store.ingest.limits import Limits
+from store.ingest.resize import fit_pixels, plan_resize
 from store.ingest.results import ImageData, Inspection, TextData
 from store.ingest.tables import text_rows
 
@@ -22,14 +24,22 @@ def _fold(path: Path, fmt: str, limits: Limits, keep: bool) -> tuple[ImageFold |
         for text, label in text_rows(path, fmt, limits):
             texts.add(text, label)
         return texts, None
-    images = ImageFold(keep)
     if fmt == "npz":
         npz = read_npz(path, limits)
-        images.add(label_names(npz.labels), npz.x)
+        plan = plan_resize(Counter({npz.x.shape[1:3]: npz.x.shape[0]}), limits.resize)
+        images = ImageFold(keep, plan)
+        x = npz.x if plan.target is None else fit_pixels(npz.x, plan.target)
+        images.add(label_names(npz.labels), x, x.shape[1:3] != npz.x.shape[1:3])
         return images, npz.test_samples
     if fmt == "image_zip":
+        if keep and limits.resize is not None:  # loading at a known size: no need to read the headers first
+            plan = plan_resize(Counter(), limits.resize)
+        else:
+            with SafeZip(path, limits) as archive:  # its own archive: each pass is held to the read limit alone
+                plan = plan_resize(zip_sizes(archive, limits), limits.resize)
+        images = ImageFold(keep, plan)
         with SafeZip(path, limits) as archive:
-            for label, pixels, resized in zip_images(archive, limits):
+            for label, pixels, resized in zip_images(archive, limits, plan.target):
                 images.add([label], pixels[None], resized)
         return images, None
     raise DatasetRejected("unknown-format", f"unknown dataset format {fmt!r}")

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from store.errors import DatasetRejected
 from store.ingest.labels import LabelIndexer
 from store.ingest.limits import Limits
 from store.ingest.profile import Duplicates, PixelStats, TextStats, pixel_key
+from store.ingest.resize import ResizePlan
 from store.ingest.results import ImageData, TextData
 
 _STATS_BATCH = 1024
@@ -23,9 +23,11 @@ def _classes_part(labels: LabelIndexer, limits: Limits) -> tuple[list[str], np.n
 
 
 class ImageFold:
-    """Images [H, W, C] with labels: kept as arrays when `keep`, else summarised for a profile."""
+    """Images [H, W, C] with labels, already brought to one size by the resize `plan`: kept as arrays when
+    `keep`, else summarised for a profile."""
 
-    def __init__(self, keep: bool) -> None:
+    def __init__(self, keep: bool, plan: ResizePlan) -> None:
+        self._plan = plan
         self._labels = LabelIndexer()
         self._shapes: Counter[tuple[int, int]] = Counter()
         self._channels: set[int] = set()
@@ -52,13 +54,9 @@ class ImageFold:
             self._duplicates.add(pixel_key(pixels), label)
 
     def shape(self) -> tuple[int, int, int]:
-        """The one (H, W, C) of the dataset (gray images count as RGB when any is RGB); refuse mixed sizes."""
-        if len(self._shapes) > 1:
-            (a, n_a), (b, n_b) = self._shapes.most_common(2)
-            raise DatasetRejected(
-                "mixed-image-shapes", f"images have {len(self._shapes)} different sizes, the most common "
-                f"{a[0]}x{a[1]} ({n_a} images) and {b[0]}x{b[1]} ({n_b} images); declare a resize "
-                "(height, width) to bring them to one size")
+        """The one (H, W, C) of the dataset (gray images count as RGB when any is RGB)."""
+        if len(self._shapes) > 1:  # the resize plan brings every image to one size before it is added
+            raise ValueError(f"images of {len(self._shapes)} sizes were folded; resize them to one first")
         height, width = next(iter(self._shapes), (0, 0))
         return height, width, max(self._channels, default=1)
 
@@ -81,7 +79,7 @@ class ImageFold:
         _, _, part = _classes_part(self._labels, limits)
         height, width, channels = self.shape()
         image = {"height": height, "width": width, "channels": channels, "dtype": self._dtype,
-                 **self._stats.summary(channels), "resized": self._resized}
+                 **self._stats.summary(channels), "resized": self._resized, "resize": self._plan.profile()}
         return {**part, "duplicates": self._duplicates.summary(), "modality": "image", "image": image}
 
 

@@ -11,9 +11,10 @@ import numpy as np
 
 from store.errors import DatasetRejected
 from store.ingest.archive import SafeZip
-from store.ingest.images import decode_pixels
+from store.ingest.images import decode_pixels, image_size
 from store.ingest.labels import check_classes
 from store.ingest.limits import Limits
+from store.ingest.resize import Size
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
 T = TypeVar("T")
@@ -50,8 +51,14 @@ def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInf
     return members
 
 
-def zip_images(archive: SafeZip, limits: Limits) -> Iterator[tuple[str, np.ndarray, bool]]:
-    """(class name, uint8 pixels [H, W, C], whether resized) of every image, decoded one member at a time."""
+def zip_sizes(archive: SafeZip, limits: Limits) -> Counter[Size]:
+    """How many images of each native (height, width) the archive holds, read from their headers only."""
+    return Counter(image_size(archive.read(info), info.filename, limits) for info, _ in class_members(archive, limits))
+
+
+def zip_images(archive: SafeZip, limits: Limits, size: Size | None) -> Iterator[tuple[str, np.ndarray, bool]]:
+    """(class name, uint8 pixels [H, W, C], whether resized) of every image, decoded one member at a time and
+    brought to `size` (height, width) by the centre-crop policy when given."""
     for info, label in class_members(archive, limits):
-        pixels, resized = decode_pixels(archive.read(info), info.filename, limits, size=limits.resize)
+        pixels, resized = decode_pixels(archive.read(info), info.filename, limits, size=size)
         yield label, pixels, resized

@@ -16,6 +16,7 @@ from store.ingest.detect import TEXT_FORMATS, detect_format
 from store.ingest.images import decode_image
 from store.ingest.imagezip import visible_files
 from store.ingest.limits import Limits
+from store.ingest.resize import CENTRE_CROP, fit_pixels
 from store.ingest.tables import text_lines
 
 _IMAGE_INPUTS = "a zip or folder of PNG / JPEG images or an .npz with 'x'"
@@ -24,8 +25,9 @@ _TEXT_INPUTS = "a CSV with a 'text' column or a TSV / TXT of texts"
 
 @dataclass(frozen=True)
 class Inputs:
-    """Images (uint8 [N, H, W, C] at the model's shape; float32 when an npz held floats) or texts, each input's
-    name (its file's path, `x[i]` or `line n`), and every input's label when the input carried labels."""
+    """Images (uint8 [N, H, W, C] at the model's shape, resized to it when needed; float32 when an npz held
+    floats) or texts, each input's name (its file's path, `x[i]` or `line n`), and every input's label when the
+    input carried labels."""
 
     images: np.ndarray | None
     texts: list[str] | None
@@ -35,8 +37,10 @@ class Inputs:
 
 def _decoded(
     files: Sequence[tuple[str, Callable[[], bytes]]], shape: tuple[int, int, int], limits: Limits, where: str,
+    policy: str,
 ) -> Inputs:
-    """Each visible (path, bytes reader) decoded at `shape`; labelled by class folder when every image is in one."""
+    """Each visible (path, bytes reader) decoded at `shape` (resized by `policy`); labelled by class folder when
+    every image is in one."""
     visible = visible_files((read, name) for name, read in files)
     if not visible:
         raise DatasetRejected("empty", f"{where} holds no images")
@@ -44,27 +48,29 @@ def _decoded(
     names = []
     for i, (read, parts) in enumerate(visible):
         names.append("/".join(parts))
-        images[i] = decode_image(read(), shape, limits, name=names[-1])
+        images[i] = decode_image(read(), shape, limits, name=names[-1], policy=policy)
     labelled = all(len(parts) == 2 for _, parts in visible)
     return Inputs(images, None, [parts[0] for _, parts in visible] if labelled else None, names)
 
 
-def _zip_images(path: Path, shape: tuple[int, int, int], limits: Limits) -> Inputs:
+def _zip_images(path: Path, shape: tuple[int, int, int], limits: Limits, policy: str) -> Inputs:
     with SafeZip(path, limits) as archive:
         files = [(info.filename, partial(archive.read, info)) for info in archive.members]
-        return _decoded(files, shape, limits, path.name)
+        return _decoded(files, shape, limits, path.name, policy)
 
 
-def _folder_images(folder: Path, shape: tuple[int, int, int], limits: Limits) -> Inputs:
+def _folder_images(folder: Path, shape: tuple[int, int, int], limits: Limits, policy: str) -> Inputs:
     paths = sorted(p for p in folder.rglob("*") if p.is_file())
-    return _decoded([(p.relative_to(folder).as_posix(), p.read_bytes) for p in paths], shape, limits, str(folder))
+    return _decoded([(p.relative_to(folder).as_posix(), p.read_bytes) for p in paths], shape, limits, str(folder),
+                    policy)
 
 
-def _npz_images(path: Path, shape: tuple[int, int, int], limits: Limits) -> Inputs:
+def _npz_images(path: Path, shape: tuple[int, int, int], limits: Limits, policy: str) -> Inputs:
     x, labels = read_npz_inputs(path, limits)
-    if x.shape[1:] != shape:
+    if x.shape[3] != shape[2]:
         raise InvalidInput(f"{path.name}: 'x' holds {'x'.join(map(str, x.shape[1:]))} images; the model takes "
                            f"{'x'.join(map(str, shape))} (height x width x channels)")
+    x = fit_pixels(x, shape[:2], policy)
     names = [f"x[{i}]" for i in range(x.shape[0])]
     return Inputs(x, None, None if labels is None else label_names(labels), names)
 
@@ -82,9 +88,11 @@ def _texts(path: Path, fmt: str, limits: Limits) -> Inputs:
     return Inputs(None, [text for _, text, _ in rows], labels, [f"line {line}" for line, _, _ in rows])
 
 
-def load_inputs(path: Path, shape: tuple[int, int, int] | None, limits: Limits | None = None) -> Inputs:
-    """The inputs in `path` for a model taking images decoded to `shape` (H, W, C), or texts when `shape` is None.
-    InvalidInput when `path` is missing or holds the other kind of input; DatasetRejected when it is malformed."""
+def load_inputs(path: Path, shape: tuple[int, int, int] | None, limits: Limits | None = None,
+                policy: str = CENTRE_CROP) -> Inputs:
+    """The inputs in `path` for a model taking images decoded to `shape` (H, W, C), images of another size
+    resized by the resize `policy` (store.ingest.resize), or texts when `shape` is None. InvalidInput when
+    `path` is missing or holds the other kind of input; DatasetRejected when it is malformed."""
     limits = limits or Limits()
     if path.is_dir():
         fmt = "folder"
@@ -99,4 +107,4 @@ def load_inputs(path: Path, shape: tuple[int, int, int] | None, limits: Limits |
     if fmt in TEXT_FORMATS:
         raise InvalidInput(f"{path} holds texts; this model classifies images: give {_IMAGE_INPUTS}")
     loaders = {"folder": _folder_images, "image_zip": _zip_images, "npz": _npz_images}
-    return loaders[fmt](path, shape, limits)
+    return loaders[fmt](path, shape, limits, policy)

@@ -87,8 +87,6 @@ def _refusals(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         "one-class": (one_class, "too-few-classes"),
         "too-few": (write_image_zip(tmp_path / "few.zip", x[:12], np.array([0] * 10 + [1] * 2)), "too-few-samples"),
         "not-image": (write_zip(tmp_path / "txt.zip", [*small, ("a/readme.png", b"hello")]), "undecodable-image"),
-        "mixed": (write_zip(tmp_path / "mixed.zip", [*small, ("a/big.png", png_bytes(np.zeros((9, 9), np.uint8)))]),
-                  "mixed-image-shapes"),
         "not-utf8": (_write(tmp_path / "bad.csv", b"text,label\n" + b"caf\xe9 ok,a\n" * 12), "not-utf8"),
         "ragged": (_write(tmp_path / "rag.csv", b"text,label\n" + b"hi,a\n" * 6 + b"hi\n" + b"yo,b\n" * 6),
                    "malformed-csv"),
@@ -104,7 +102,7 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kind", ["traversal", "bomb", "one-class", "too-few", "not-image", "mixed", "not-utf8",
+@pytest.mark.parametrize("kind", ["traversal", "bomb", "one-class", "too-few", "not-image", "not-utf8",
                                   "ragged", "npz-keys", "renamed", "unknown", "empty"])
 async def test_each_refusal_leaves_no_row_and_no_file(kind: str, client: httpx.AsyncClient, account: Account,
                                                       tmp_path: Path, settings: Settings,
@@ -143,6 +141,20 @@ async def test_form_errors(client: httpx.AsyncClient, account: Account, digits_z
     assert _files_left(settings) == []
 
 
+async def test_mixed_sizes_are_accepted_at_the_median_size(client: httpx.AsyncClient, account: Account,
+                                                          tmp_path: Path) -> None:
+    x, _ = digits_arrays()
+    members = [(f"{c}/{i}.png", png_bytes(x[i])) for c in ("a", "b") for i in range(6)]  # 12 of 8x8
+    members += [("a/big.png", png_bytes(np.zeros((9, 9), np.uint8))), ("b/wide.png", png_bytes(np.zeros((8, 30, 3),
+                                                                                                 np.uint8)))]
+    r = await _upload(client, account, write_zip(tmp_path / "mixed.zip", members))
+    assert r.status_code == 201, r.text
+    image = r.json()["profile"]["image"]
+    assert (image["height"], image["width"], image["channels"], image["resized"]) == (8, 8, 3, True)
+    assert image["resize"]["policy"] == "centre-crop" and image["resize"]["reason"] == "mixed-sizes"
+    assert (image["resize"]["native_sizes"], image["resize"]["largest"]) == (3, [8, 30])
+
+
 async def test_declared_resize(client: httpx.AsyncClient, account: Account, tmp_path: Path) -> None:
     x, _ = digits_arrays()
     members = [(f"{c}/{i}.png", png_bytes(x[i] if i % 2 else np.zeros((12, 10, 1), np.uint8)))
@@ -151,6 +163,7 @@ async def test_declared_resize(client: httpx.AsyncClient, account: Account, tmp_
     assert r.status_code == 201, r.text
     image = r.json()["profile"]["image"]
     assert (image["height"], image["width"]) == (16, 16)
+    assert image["resize"]["reason"] == "declared"
 
 
 async def test_name_conflict_and_owner_scoping(client: httpx.AsyncClient, account: Account, digits_zip: Path,

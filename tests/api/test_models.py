@@ -6,7 +6,7 @@ import io
 import json
 import uuid
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -27,6 +27,7 @@ from core.onnx_export import to_onnx_bytes
 from core.spec import Spec
 from store.db import session_scope
 from store.ingest import Limits, TextEncoder, decode_image
+from store.ingest.resize import fit_pixels
 from store.models import Job, TrainedModel, User
 from tests.api.conftest import Account, assert_problem
 from tests.store.factories import make_job, make_user
@@ -80,7 +81,7 @@ def image_net() -> Net:
         ],
         "output": {"node": "logits", "num_classes": 3},
     }
-    return _net(doc, {"kind": "image", "shape": [8, 8, 1]}, IMAGE_CLASSES)
+    return _net(doc, {"kind": "image", "shape": [8, 8, 1], "resize": "centre-crop"}, IMAGE_CLASSES)
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +219,7 @@ async def test_native_download_holds_every_file_and_the_same_weights(
         files = {name: archive.read(name) for name in archive.namelist()}
     assert json.loads(files["spec.json"]) == image_net.spec
     assert json.loads(files["labels.json"]) == IMAGE_CLASSES
-    assert json.loads(files["preprocessing.json"]) == {"kind": "image", "shape": [8, 8, 1]}
+    assert json.loads(files["preprocessing.json"]) == {"kind": "image", "shape": [8, 8, 1], "resize": "centre-crop"}
     assert json.loads(files["metrics.json"]) == {"accuracy": 0.875, "loss": 0.4}
     assert files["model.onnx"] == image_net.onnx
     assert files["weights.safetensors"] == image_net.weights
@@ -283,6 +284,34 @@ async def test_predict_converts_and_resizes_images_as_ingest_does(
     decoded = np.stack([decode_image(b, (8, 8, 1), Limits()) for b in blobs]).astype(np.float32)
     got = np.array([p["probabilities"] for p in r.json()["predictions"]])
     np.testing.assert_allclose(got, image_net.proba(decoded), atol=1e-5)
+
+
+async def test_predict_on_a_raw_image_of_another_size_matches_the_pre_resized_image(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = _insert(factory, account.user, image_net)
+    raw = _pixels(4, (40, 26, 1), seed=6)  # as a user would upload them: larger, another aspect ratio
+    pre = fit_pixels(raw, (8, 8))  # what ingest makes of such images
+    answers = []
+    for pixels in (raw, pre):
+        r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files([_png(p) for p in pixels]))
+        assert r.status_code == 200, r.text
+        answers.append(np.array([p["probabilities"] for p in r.json()["predictions"]]))
+    np.testing.assert_array_equal(answers[0], answers[1])
+    np.testing.assert_allclose(answers[0], image_net.proba(pre.astype(np.float32)), atol=1e-5)
+
+
+async def test_a_package_made_before_the_resize_policy_stretches_as_it_did(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    legacy = replace(image_net, preprocessing={"kind": "image", "shape": [8, 8, 1]})
+    model = _insert(factory, account.user, legacy)
+    blob = _png(_pixels(1, (20, 12, 1), seed=3)[0])
+    r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files([blob]))
+    assert r.status_code == 200, r.text
+    stretched = decode_image(blob, (8, 8, 1), Limits(), policy="stretch").astype(np.float32)[None]
+    np.testing.assert_allclose(r.json()["predictions"][0]["probabilities"], image_net.proba(stretched)[0],
+                               atol=1e-5)
 
 
 async def test_predict_texts_matches_core(

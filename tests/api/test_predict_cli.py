@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.cli import build_parser
 from api.predict_cli import add_predict_parser
 from store.errors import DatasetRejected, InvalidInput
+from store.ingest.resize import fit_pixels
 from store.models import TrainedModel
 from store.package import package_files, package_zip, write_package
 from store.settings import Settings
@@ -165,6 +166,24 @@ def test_a_txt_of_unlabelled_texts_and_labels_the_model_does_not_know(
     data.write_text("".join(f"{text}\tsomething\n" for text in TEXTS), encoding="utf-8")
     _, out = _predict(capsys, model, data, "--output", tmp_path / "p.csv")
     assert out[1] == "no accuracy: the input's labels (something) are none of the model's classes"
+
+
+@pytest.mark.anyio
+async def test_raw_images_of_another_size_predict_as_the_pre_resized_ones(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, client: httpx.AsyncClient, account: Account,
+    factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    raw = _pixels(5, (30, 45, 1), seed=8)
+    pre = fit_pixels(raw, (8, 8))  # the model's 8x8, as ingest resizes
+    labels, proba = await _api(client, account, _insert(factory, account.user, image_net),
+                               pngs=[_png(p) for p in pre])
+    model = _package(image_net, tmp_path / "model")
+    data = write_zip(tmp_path / "raw.zip", [(f"{i}.png", _png(p)) for i, p in enumerate(raw)])
+    rows, _ = _predict(capsys, model, data, "--output", tmp_path / "p.csv")
+    _assert_same(rows, IMAGE_CLASSES, labels, proba)
+    npz = write_npz(tmp_path / "raw.npz", x=raw[..., 0])
+    rows, _ = _predict(capsys, model, npz, "--output", tmp_path / "q.csv")
+    _assert_same(rows, IMAGE_CLASSES, labels, proba)
 
 
 # ---- errors ---------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from store.ingest import Limits, inspect_file
+from store.ingest.resize import MAX_NATIVE_SIDE, fit_pixels
 from tests.datasets import digits_arrays, load_images, png_bytes, rejection, write_image_zip, write_zip
 
 FEW = Limits(min_samples_per_class=1)
@@ -126,10 +127,52 @@ def _mixed_sizes(tmp_path: Path) -> Path:
     return write_zip(tmp_path / "data.zip", members)
 
 
-def test_mixed_sizes_without_a_declared_resize_are_refused(tmp_path: Path) -> None:
-    error = rejection(_mixed_sizes(tmp_path), FEW)
-    assert error.reason == "mixed-image-shapes"
-    assert "8x8 (3 images)" in error.detail and "12x12 (2 images)" in error.detail and "resize" in error.detail
+def test_mixed_sizes_are_resized_to_the_median_size(tmp_path: Path) -> None:
+    inspection = inspect_file(_mixed_sizes(tmp_path), "data.zip", FEW)  # 3 of 8x8, 2 of 12x12, one 5x5: median 8
+    image = inspection.profile["image"]
+    assert (image["height"], image["width"], image["channels"], image["resized"]) == (8, 8, 1, True)
+    assert image["resize"] == {"policy": "centre-crop", "reason": "mixed-sizes", "max_native_side": MAX_NATIVE_SIDE,
+                               "native_sizes": 3, "smallest": [5, 5], "largest": [12, 12], "most_common": [8, 8]}
+    data = load_images(_mixed_sizes(tmp_path), "image_zip", FEW)
+    assert data.x.shape == (6, 8, 8, 1)
+    np.testing.assert_array_equal(data.x[:3], np.stack([_gray(8, i) for i in range(3)]))  # native size: untouched
+    np.testing.assert_array_equal(data.x[3], fit_pixels(_gray(12, 0)[None], (8, 8))[0])
+
+
+def test_large_images_are_scaled_down_to_the_cap_with_their_aspect(tmp_path: Path) -> None:
+    big = [RNG.integers(0, 256, (100, 80, 3), dtype=np.uint8) for _ in range(4)]
+    path = write_zip(tmp_path / "big.zip", [(f"{'ab'[i % 2]}/{i}.png", png_bytes(p)) for i, p in enumerate(big)])
+    image = inspect_file(path, "big.zip", FEW).profile["image"]
+    assert (image["height"], image["width"], image["channels"]) == (64, 51, 3)
+    assert image["resize"]["reason"] == "too-large" and image["resized"] is True
+    data = load_images(path, "image_zip", FEW)
+    np.testing.assert_array_equal(data.x, fit_pixels(np.stack(big), (64, 51)))
+
+
+def test_images_at_the_cap_keep_their_native_size(tmp_path: Path) -> None:
+    side = [RNG.integers(0, 256, (MAX_NATIVE_SIDE, 20, 1), dtype=np.uint8) for _ in range(2)]
+    path = write_zip(tmp_path / "d.zip", [("a/0.png", png_bytes(side[0])), ("b/0.png", png_bytes(side[1]))])
+    image = inspect_file(path, "d.zip", FEW).profile["image"]
+    assert (image["height"], image["width"], image["resized"]) == (MAX_NATIVE_SIDE, 20, False)
+    assert image["resize"]["policy"] == "native"
+    np.testing.assert_array_equal(load_images(path, "image_zip", FEW).x, np.stack(side))
+
+
+def test_the_centre_is_kept_and_nothing_is_stretched() -> None:
+    wide = np.zeros((1, 10, 30, 1), np.uint8)
+    wide[:, :, 10:20] = 200  # the centre square; the sides are cropped away
+    np.testing.assert_array_equal(fit_pixels(wide, (10, 10)), np.full((1, 10, 10, 1), 200, np.uint8))
+    tall = np.zeros((1, 40, 20, 1), np.uint8)
+    tall[:, 6:34] = 90  # the centre 20x20 (with the filter's reach around it) is kept, scaled 4x down
+    np.testing.assert_array_equal(fit_pixels(tall, (5, 5)), np.full((1, 5, 5, 1), 90, np.uint8))
+    assert fit_pixels(tall, (4, 16)).shape == (1, 4, 16, 1)  # upscaled to cover, then cropped
+
+
+def test_float_images_are_resized_as_floats() -> None:
+    x = np.linspace(0.0, 1.0, 2 * 12 * 12 * 3, dtype=np.float32).reshape(2, 12, 12, 3)
+    out = fit_pixels(x, (6, 6))
+    assert out.dtype == np.float32 and out.shape == (2, 6, 6, 3)
+    np.testing.assert_allclose(out.mean(axis=(1, 2)), x.mean(axis=(1, 2)), atol=1e-3)
 
 
 def test_a_declared_resize_brings_mixed_sizes_to_one(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from store.ingest import Limits, inspect_file
+from store.ingest.resize import fit_pixels
 from tests.datasets import digits_arrays, load_images, rejection, write_npz, write_zip
 
 FEW = Limits(min_samples_per_class=1)
@@ -119,3 +120,13 @@ def test_an_array_header_claiming_more_data_than_stored_is_malformed(tmp_path: P
     path = write_zip(tmp_path / "data.npz", [("x.npy", x), ("y.npy", npy(np.arange(4) % 2))])
     error = rejection(path, FEW)
     assert (error.reason, "declares more data" in error.detail) == ("malformed-npz", True)
+
+
+def test_large_npz_images_are_scaled_down(tmp_path: Path) -> None:
+    x = np.random.default_rng(5).integers(0, 256, (6, 128, 96), dtype=np.uint8)
+    path = write_npz(tmp_path / "big.npz", x=x, y=np.array([0, 1] * 3))
+    image = inspect_file(path, "big.npz", FEW).profile["image"]
+    assert (image["height"], image["width"], image["resized"], image["resize"]["reason"]) == (64, 48, True,
+                                                                                            "too-large")
+    data = load_images(path, "npz", FEW)
+    np.testing.assert_array_equal(data.x, fit_pixels(x[..., None], (64, 48)))

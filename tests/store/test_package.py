@@ -21,11 +21,12 @@ from store.package import (
     package_files,
     package_zip,
     read_package,
+    resize_policy,
     write_package,
 )
 
 SPEC = {"name": "tiny", "input": {"shape": [4, 4, 1]}, "nodes": [], "output": {"node": "x", "num_classes": 2}}
-IMAGE = {"kind": "image", "shape": [4, 4, 1]}
+IMAGE = {"kind": "image", "shape": [4, 4, 1], "resize": "centre-crop"}
 ENCODER = TextEncoder.fit(["a good film", "a bad film", "good plot"], max_length=6)
 TEXT = {"kind": "text", "encoder": ENCODER.to_json()}
 NAMES = ["README.md", "spec.json", "weights.safetensors", "model.onnx", "preprocessing.json", "labels.json",
@@ -155,6 +156,7 @@ def test_a_missing_file_is_named(tmp_path: Path, name: str) -> None:
     ("preprocessing.json", b'{"kind": "audio"}', "preprocessing.json: the kind of input must be"),
     ("preprocessing.json", b'{"kind": "image", "shape": [4, 4, 2]}', "height, width, 1 or 3"),
     ("preprocessing.json", b'{"kind": "text", "encoder": {"version": 99}}', "text encoder is malformed"),
+    ("preprocessing.json", b'{"kind": "image", "shape": [4, 4, 1], "resize": "zoom"}', "resize policy must be one"),
     ("metrics.json", b"\xff\xfe", "metrics.json is not valid JSON"),
     ("model.onnx", b"", "it has no model.onnx"),
 ])
@@ -186,6 +188,14 @@ def test_image_shape_and_check_preprocessing() -> None:
                 {"kind": "image", "shape": [4.0, 4, 1]}, {"kind": "text"}, {"kind": "text", "encoder": []}):
         with pytest.raises(InvalidInput):
             check_preprocessing(bad)
+
+
+def test_the_package_carries_the_resize_policy(tmp_path: Path) -> None:
+    folder = write_package(tmp_path / "model", _files())
+    assert json.loads((folder / "preprocessing.json").read_text())["resize"] == "centre-crop"
+    assert resize_policy(read_package(folder).preprocessing) == "centre-crop"
+    assert "centre-crop" in (folder / "README.md").read_text()
+    assert resize_policy({"kind": "image", "shape": [4, 4, 1]}) == "stretch"  # packages made before the policy
 
 
 def test_network_input_of_images_is_float32_raw_pixels() -> None:

@@ -1,0 +1,43 @@
+"""A job's dataset turned into arrays: images at the size their profile recorded, preprocessing for prediction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from store.blobs import FileBlobStore
+from store.ingest import Limits, inspect_file
+from store.ingest.resize import fit_pixels
+from store.models import Dataset
+from tests.datasets import png_bytes, write_zip
+from workers.data import prepare, prepare_file
+
+FEW = Limits(min_samples_per_class=2)
+
+
+def _mixed_zip(path: Path) -> tuple[Path, list[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 256, (10, 10, 3) if i < 3 else (30, 20, 3), dtype=np.uint8) for i in range(5)]
+    return write_zip(path, [(f"{'ab'[i % 2]}/{i}.png", png_bytes(p)) for i, p in enumerate(images)]), images
+
+
+def test_mixed_sizes_train_at_the_target_and_the_preprocessing_records_the_policy(tmp_path: Path) -> None:
+    path, images = _mixed_zip(tmp_path / "d.zip")
+    prepared = prepare_file(path, "image_zip", FEW)
+    assert prepared.preprocessing == {"kind": "image", "shape": [10, 10, 3], "resize": "centre-crop"}
+    assert prepared.task.x.shape == (5, 10, 10, 3)
+    np.testing.assert_array_equal(prepared.task.x[3], fit_pixels(images[3][None], (10, 10))[0])
+
+
+def test_a_job_loads_its_dataset_at_the_size_declared_at_upload(tmp_path: Path) -> None:
+    path, images = _mixed_zip(tmp_path / "d.zip")
+    declared = Limits(min_samples_per_class=2, resize=(6, 12))
+    found = inspect_file(path, "d.zip", declared)
+    blobs = FileBlobStore(tmp_path / "blobs")
+    key = blobs.put_file(path, "datasets/d")
+    dataset = Dataset(filename="d.zip", format=found.format, profile=found.profile, blob_key=key)
+    prepared = prepare(dataset, blobs, FEW)  # the worker's limits know nothing of the declared size
+    assert prepared.preprocessing["shape"] == [6, 12, 3]
+    np.testing.assert_array_equal(prepared.task.x[0], fit_pixels(images[0][None], (6, 12))[0])
+    np.testing.assert_array_equal(prepared.task.x[4], fit_pixels(images[4][None], (6, 12))[0])
