@@ -19,6 +19,9 @@ from store.settings import Settings
 SYNTHESIZE = "netsynth.synthesize"
 """Name of the task that runs one job: `synthesize(job_id: str)`."""
 
+TRIAL = "netsynth.trial"
+"""Name of the task that trains one search trial for a job running elsewhere: `trial(trial_task_id: str)`."""
+
 QUEUES = ("cpu", "gpu")
 """The queues workers serve: jobs go to `Settings.default_queue`; a worker names the ones it serves."""
 
@@ -86,3 +89,9 @@ def enqueue_synthesize(sender: Celery, job: Job) -> None:
         sender.send_task(SYNTHESIZE, args=[str(job.id)], **options)
     except (OperationalError, OSError) as exc:
         raise Unavailable(f"the task broker does not answer: {exc}") from exc
+
+
+def enqueue_trial(sender: Celery, trial_task_id: str, queue: str, seconds: float) -> None:
+    """Publish `trial(trial_task_id)` to `queue`, with time limits for a trial of at most `seconds`."""
+    soft = int(seconds) + 60
+    sender.send_task(TRIAL, args=[trial_task_id], queue=queue, soft_time_limit=soft, time_limit=soft + 60)

@@ -1,4 +1,5 @@
-"""The tables: users, API keys, datasets, jobs and their events, candidates, trained models and reports."""
+"""The tables: users, API keys, datasets, jobs and their events, candidates and the trials sent to other workers,
+trained models and reports."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ __all__ = [
     "Report",
     "ReportImage",
     "TrainedModel",
+    "TrialState",
+    "TrialTask",
     "User",
 ]
 
@@ -82,6 +85,15 @@ class CandidateStatus(enum.StrEnum):
     TRAINED = "trained"
     FAILED = "failed"
     DISCARDED = "discarded"
+
+
+class TrialState(enum.StrEnum):
+    """Where a search trial sent to another worker is: waiting, training, reported, or given up by its search."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELLED = "cancelled"
 
 
 class User(HasId, Base):
@@ -185,6 +197,26 @@ class Candidate(HasId, Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cost: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[CandidateStatus] = mapped_column(_enum(CandidateStatus), default=CandidateStatus.PROPOSED)
+
+
+class TrialTask(HasId, Base):
+    """One search trial of a job's attempt that runs as a sub-task on another worker: the request the search
+    sent, which worker took it, and its report (curve, status, reason, cost); its weights, when it kept any,
+    are in the blob store under `weights_key`."""
+
+    __tablename__ = "trial_tasks"
+    __table_args__ = (UniqueConstraint("job_id", "attempt", "trial_index", name="uq_trial_tasks_job_attempt_index"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    trial_index: Mapped[int] = mapped_column(Integer)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[TrialState] = mapped_column(_enum(TrialState), default=TrialState.QUEUED)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    weights_key: Mapped[str | None] = mapped_column(String(512))
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class TrainedModel(HasId, Base):

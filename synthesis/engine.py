@@ -14,6 +14,7 @@ from core.data import Dataset
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
+from synthesis.executor import TrialExecutor
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
 from synthesis.search import Search, SearchConfig, Trial
@@ -42,6 +43,7 @@ class Options:
     memory_limit: int | None = None
     latency: space.LatencyModel | None = None  # None: calibrated on this machine from the space's seeds
     test_fraction: float = 0.1  # 0 when the caller keeps its own test set: then all data trains or validates
+    executor: TrialExecutor | None = None  # trials on other devices too (time budgets only); None: in-process
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     reporter.stage("search")
     config = SearchConfig(horizon=horizon_for(len(split.train)), memory_limit=options.memory_limit, seed=options.seed)
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
-    search = Search(info, data, budget, config, options.constraints, latency, reporter)
+    search = Search(info, data, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
     if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)

@@ -6,22 +6,28 @@ top 1/eta of the predictions made at that rung stops (Li et al., ASHA, MLSys 202
 train fully. New candidates are the seeds first, then mutations of the winner of a tournament among the
 recent trials (Real et al., "Regularized Evolution for Image Classifier Architecture Search", AAAI 2019), or
 random draws. Everything that decides what runs next depends on the seed and on measured accuracies only.
+
+With a `TrialExecutor` (time budgets only), the search also hands candidates to other devices while it trains
+one itself, and merges their results as they arrive (see `synthesis.executor`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from core.analysis import analyse
 from core.data import Dataset
+from core.train_config import TrainConfig
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.estimator import predict_final
+from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
 from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
 from synthesis.trial import TrialResult, memory_estimate, run_trial
@@ -59,6 +65,7 @@ class Trial:
     predicted: float = 0.0
     seconds: float = 0.0
     started_at: float = 0.0  # the fraction of the budget spent when the trial started
+    worker: str = ""  # where it trained: the coordinator's worker, another worker, or "local"
     result: TrialResult | None = None
 
     @property
@@ -74,7 +81,8 @@ class Trial:
                 "memory_bytes": self.memory_bytes, "latency_ms": round(self.latency_ms, 4), "status": self.status,
                 "reason": self.reason, "curve": [round(v, 6) for v in self.curve],
                 "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
-                "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4)}
+                "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4),
+                "worker": self.worker}
 
 
 def rungs(eta: int, horizon: int) -> list[int]:
@@ -82,18 +90,31 @@ def rungs(eta: int, horizon: int) -> list[int]:
     return [eta**k for k in range(int(math.log(max(horizon - 1, 1), eta)) + 1) if eta**k < horizon]
 
 
+POLL_S = 0.25
+"""How often the coordinator looks for finished remote trials while it waits for them."""
+
+
 class Search:
-    """One search over `info`'s space on `data`, spending `budget` up to its search share."""
+    """One search over `info`'s space on `data`, spending `budget` up to its search share; with an `executor`
+    (used for time budgets only: an epoch budget stays in-process and deterministic) trials also run elsewhere."""
 
     def __init__(self, info: space.SpaceInfo, data: Dataset, budget: Budget, config: SearchConfig,
-                 constraints: space.Constraints, latency: space.LatencyModel, reporter: Reporter) -> None:
+                 constraints: space.Constraints, latency: space.LatencyModel, reporter: Reporter,
+                 executor: TrialExecutor | None = None) -> None:
         self.info, self.data, self.budget, self.config = info, data, budget, config
         self.constraints, self.latency, self.reporter = constraints, latency, reporter
+        self.executor = None if budget.reproducible else executor
+        self.worker = executor.local_worker if executor is not None else "local"
         self.rng = np.random.default_rng(config.seed)
         self.trials: list[Trial] = []
         self.rung_scores: dict[int, list[float]] = {r: [] for r in rungs(config.eta, config.horizon)}
         self.stop_reason = "budget"
         self.pace = Pace()
+        self.remote: dict[int, Trial] = {}  # trials running elsewhere, by index
+        self._proposals = self.proposals()
+        self._best, self._since_best, self._rejected = -1.0, 0, 0
+        self._done = False  # converged, or no admissible candidate left
+        self._last_exchange = -math.inf
 
     def keep_going(self, curve: list[float]) -> bool:
         """ASHA's rule at a rung: continue while the extrapolated accuracy is in the rung's top 1/eta."""
@@ -104,9 +125,7 @@ class Search:
             return True
         prediction = predict_final(curve, self.config.horizon)
         scores.append(prediction)
-        if len(scores) < self.config.eta:
-            return True
-        return prediction >= float(np.quantile(scores, 1 - 1 / self.config.eta))
+        return promotes(scores, prediction, self.config.eta)
 
     def proposals(self) -> Iterator[space.Candidate]:
         """Seeds, then mutations of tournament winners among recent trials, or random draws."""
@@ -135,31 +154,66 @@ class Search:
             trial.reason = reason
         return reason is None
 
-    def _train(self, trial: Trial) -> None:
+    def _next_admitted(self) -> Trial | None:
+        """The next admissible proposal, appended to the log (rejected ones are logged on the way); None when
+        there is no time for a trial or no admissible candidate."""
+        while self._time_for_a_trial() and not self._done:
+            trial = Trial(len(self.trials), next(self._proposals), started_at=self.budget.used())
+            self.trials.append(trial)
+            if self._admit(trial):
+                return trial
+            self._rejected += 1
+            self.reporter.event("candidate", trial.to_dict())
+            if self._rejected > 200:
+                self.stop_reason, self._done = "no admissible candidate", True
+        return None
+
+    def _plan(self, trial: Trial, margin: float = 0.0) -> tuple[int, float | None]:
+        """Epochs and time limit of a trial starting now that must end `margin` seconds before the search."""
         end, budget, share = self.budget.search_end(), self.budget, self.config.max_trial_share
         if budget.reproducible:
             cap = max(int((budget.epochs or 0) * end * share), 1)
-            epochs, time_limit = min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
-        else:
-            # a quarter of the search (half for the first trial, the likeliest winner, which also measures the
-            # pace), but enough for a few epochs once compilation is paid
-            per_epoch = self.pace.epoch_seconds(trial.macs, len(self.data.x_train)) or 0.0
-            floor = self.pace.compile_seconds() + 3 * per_epoch
-            share = share if self.pace.rates else max(share, 0.5)
-            time_limit = max(min(budget.left(end), max((budget.seconds or 0) * end * share, floor)), 1.0)
-            # before the pace is known, plan at most half the horizon: a schedule cut short by the deadline
-            # ends with a high learning rate
-            most = self.config.horizon if self.pace.rates else max(self.config.horizon // 2, 1)
-            epochs = self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), most)
-        config = trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
-                                                         time_limit_s=time_limit, patience=None)
-        result = run_trial(space.to_spec(trial.candidate, self.info), config, self.data, self.keep_going,
-                           on_epoch=lambda _curve: self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {}))
+            return min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
+        # a quarter of the search (half for the first trial, the likeliest winner, which also measures the
+        # pace), but enough for a few epochs once compilation is paid
+        per_epoch = self.pace.epoch_seconds(trial.macs, len(self.data.x_train)) or 0.0
+        floor = self.pace.compile_seconds() + 3 * per_epoch
+        share = share if self.pace.rates else max(share, 0.5)
+        time_limit = max(min(budget.left(end) - margin, max((budget.seconds or 0) * end * share, floor)), 1.0)
+        # before the pace is known, plan at most half the horizon: a schedule cut short by the deadline
+        # ends with a high learning rate
+        most = self.config.horizon if self.pace.rates else max(self.config.horizon // 2, 1)
+        return self.pace.epochs_within(time_limit, trial.macs, len(self.data.x_train), most), time_limit
+
+    def _config(self, trial: Trial, epochs: int, time_limit: float | None) -> TrainConfig:
+        return trial.candidate.hparams.to_train_config(epochs=epochs, seed=self.config.seed + trial.index,
+                                                       time_limit_s=time_limit, patience=None)
+
+    def _train(self, trial: Trial) -> None:
+        trial.worker = self.worker
+        result = run_trial(space.to_spec(trial.candidate, self.info), self._config(trial, *self._plan(trial)),
+                           self.data, self.keep_going, on_epoch=lambda _curve: self._between_epochs())
+        self._measured(trial, result)
+
+    def _measured(self, trial: Trial, result: TrialResult) -> None:
+        """Take in a finished trial's result (in-process or remote)."""
         self.budget.spend_epochs(result.epochs)
         self.pace.record(trial.macs, len(self.data.x_train), trial.candidate.hparams.batch_size, result)
         trial.result, trial.curve, trial.seconds = result, result.curve, result.seconds
         trial.status, trial.reason = result.status, result.reason
         trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0
+
+    def _record(self, trial: Trial) -> None:
+        """Log a trained trial, keep only the best weights, and note whether the search has converged."""
+        self._forget_weights_of_all_but_the_best()
+        self.reporter.event("candidate", trial.to_dict())
+        if trial.accuracy > self._best + 1e-4:
+            self._best, self._since_best = trial.accuracy, 0
+        else:
+            self._since_best += 1
+        spent = self.budget.used() / self.budget.search_end()
+        if self._since_best >= self.config.converged_after and spent >= self.config.converged_not_before:
+            self.stop_reason, self._done = "converged", True
 
     def run(self) -> list[Trial]:
         """Run trials until the search share of the budget is spent, the search converges or the user cancels."""
@@ -167,36 +221,89 @@ class Search:
             self._loop()
         except Cancelled:
             self.stop_reason = "cancelled"
-            last = self.trials[-1] if self.trials else None
-            if last is not None and last.status == "proposed":
-                last.status, last.reason = "cancelled", "the job was cancelled"
+            for t in self.trials:
+                if t.status in ("proposed", "remote"):
+                    t.status, t.reason = "cancelled", "the job was cancelled"
+        finally:
+            if self.remote and self.executor is not None:
+                self.executor.cancel()
         return self.trials
 
     def _loop(self) -> None:
-        best, since_best, rejected = -1.0, 0, 0
-        for index, candidate in enumerate(self.proposals()):
-            if not self._time_for_a_trial():
-                return
-            trial = Trial(index, candidate, started_at=self.budget.used())
-            self.trials.append(trial)
-            if not self._admit(trial):
-                rejected += 1
-                self.reporter.event("candidate", trial.to_dict())
-                if rejected > 200:
-                    self.stop_reason = "no admissible candidate"
-                    return
-                continue
+        while (trial := self._next_admitted()) is not None:
+            self._exchange(force=True)  # other devices get candidates before this one trains here
             self._train(trial)
-            self._forget_weights_of_all_but_the_best()
-            self.reporter.event("candidate", trial.to_dict())
-            if trial.accuracy > best + 1e-4:
-                best, since_best = trial.accuracy, 0
-            else:
-                since_best += 1
-            spent = self.budget.used() / self.budget.search_end()
-            if since_best >= self.config.converged_after and spent >= self.config.converged_not_before:
-                self.stop_reason = "converged"
-                return
+            self._record(trial)
+            self._exchange(force=True)
+        self._drain()
+
+    def _between_epochs(self) -> None:
+        self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {})
+        self._exchange()
+
+    def _exchange(self, force: bool = False) -> None:
+        """Merge the remote trials that ended, then give free remote slots new candidates (at most every
+        `POLL_S` seconds unless forced)."""
+        if self.executor is None or (not force and time.monotonic() - self._last_exchange < POLL_S):
+            return
+        self._last_exchange = time.monotonic()
+        for report in self.executor.poll():
+            self._merge(report)
+        while (not self._done and self._time_for_a_remote_trial() and self.executor.free_slots() > 0
+               and (trial := self._next_admitted()) is not None):
+            self._submit(trial)
+
+    def _submit(self, trial: Trial) -> None:
+        assert self.executor is not None
+        epochs, time_limit = self._plan(trial, self._margin())
+        left = self.budget.left(self.budget.search_end()) - self._margin()
+        trial.status = "remote"
+        self.remote[trial.index] = trial
+        spec = space.to_spec(trial.candidate, self.info)
+        self.executor.submit(TrialRequest(
+            index=trial.index, candidate=trial.candidate.to_dict(), spec=spec.to_dict(),
+            config=asdict(self._config(trial, epochs, time_limit)),
+            rung_scores={r: list(s) for r, s in self.rung_scores.items()}, horizon=self.config.horizon,
+            eta=self.config.eta, not_after=time.time() + left, train_rows=len(self.data.x_train)))
+
+    def _time_for_a_remote_trial(self) -> bool:
+        """Whether a trial sent now could reach its first rung elsewhere before the search ends."""
+        firsts = [t.result.first_epoch_s for t in self.trials if t.result is not None and t.result.first_epoch_s]
+        first = float(np.median(firsts)) if firsts else 0.0
+        return self.budget.left(self.budget.search_end()) - self._margin() > max(first, 1.0) + 1.0
+
+    def _margin(self) -> float:
+        """Seconds a remote trial ends before the search does, so its report arrives in time."""
+        return max(2.0, 0.03 * (self.budget.seconds or 0.0) * self.budget.search_end())
+
+    def _merge(self, report: TrialReport) -> None:
+        trial = self.remote.pop(report.index, None)
+        if trial is None:  # unknown or already merged: reports are idempotent
+            return
+        for rung, prediction in report.rung_predictions.items():
+            if rung in self.rung_scores:
+                self.rung_scores[rung].append(prediction)
+        trial.worker = report.worker
+        self._measured(trial, report.result)
+        best = self.best_trained()
+        if (report.weights is not None and report.result.status in ("completed", "deadline")
+                and (best is None or best.result is None or report.result.best_metric > best.result.best_metric)):
+            report.result.variables = report.weights()
+        self._record(trial)
+
+    def _drain(self) -> None:
+        """Wait for the remote trials still running, up to the search's end; the rest are cancelled."""
+        while self.remote and self.executor is not None and self.budget.left(self.budget.search_end()) > 0:
+            self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {})
+            time.sleep(POLL_S)
+            for report in self.executor.poll():
+                self._merge(report)
+        if self.remote and self.executor is not None:
+            self.executor.cancel()
+            for trial in self.remote.values():
+                trial.status, trial.reason = "cancelled", "the search ended before the trial reported"
+                self.reporter.event("candidate", trial.to_dict())
+            self.remote.clear()
 
     def _time_for_a_trial(self) -> bool:
         """Whether the search share has room for another trial to reach its first rung."""

@@ -22,6 +22,7 @@ def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
     genome = {k: entry[k] for k in ("id", "origin", "arch", "hparams")}
     metrics = {k: entry[k] for k in ("curve", "predicted", "accuracy", "epochs")}
     cost = {k: entry[k] for k in ("seconds", "params", "macs", "memory_bytes", "latency_ms", "reason", "index")}
+    cost["worker"] = entry.get("worker", "")  # which worker process trained it
     return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,
                      status=STATUS.get(entry["status"], CandidateStatus.FAILED))
 

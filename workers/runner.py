@@ -70,8 +70,14 @@ def holder_dead(owner: str) -> bool:
     return False
 
 
-def run_job(ctx: Context, job_id: uuid.UUID) -> str:
-    """Run `job_id` to a terminal state and return what happened; raise Busy when another worker holds it."""
+def worker_name(hostname: str | None) -> str:
+    """How the search log names a worker process: its Celery node name (or host) and process id."""
+    return f"{hostname or HOST}:{os.getpid()}"
+
+
+def run_job(ctx: Context, job_id: uuid.UUID, worker: str = "") -> str:
+    """Run `job_id` to a terminal state and return what happened; raise Busy when another worker holds it.
+    `worker` names this process in the search log (default: host and process id)."""
     with session_scope(ctx.factory) as session:
         got: Claim = claim(session, job_id, ctx.owner, ctx.settings.lease_seconds, holder_dead)
     if got.outcome is Outcome.BUSY:
@@ -81,14 +87,16 @@ def run_job(ctx: Context, job_id: uuid.UUID) -> str:
     with session_scope(ctx.factory) as session:
         spent_before = session.get_one(Job, job_id).device_seconds
     with DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before) as reporter:
-        return _run(ctx, job_id, reporter)
+        return _run(ctx, job_id, reporter, got.attempt, worker or worker_name(None))
 
 
-def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
+def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, worker: str) -> str:
     from synthesis.budget import Budget  # JAX loads with the engine, in the pool process only
     from synthesis.engine import Options, synthesize
     from synthesis.space import Constraints
+    from workers.app import app
     from workers.data import prepare
+    from workers.executor import CeleryExecutor
 
     try:
         with session_scope(ctx.factory) as session:
@@ -99,12 +107,17 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter) -> str:
             # a restarted attempt gets what earlier attempts left of the budget (at least a quarter of it)
             left = max(job.budget_seconds - reporter.spent_before, job.budget_seconds / 4)
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
-            limits, seed = dict(job.constraints), job.seed
+            limits, seed, queue = dict(job.constraints), job.seed, job.queue
         reporter.stage("loading")
         prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), seed)
         constraints = Constraints(max_params=limits.get("max_params"), max_model_bytes=limits.get("max_model_bytes"),
                                   max_latency_ms=limits.get("max_latency_ms"))
-        result = synthesize(prepared.task, budget, Options(seed=seed, constraints=constraints), reporter)
+        executor = CeleryExecutor(ctx, app, job_id, attempt, queue, worker)  # other idle workers train trials too
+        try:
+            result = synthesize(prepared.task, budget, Options(seed=seed, constraints=constraints, executor=executor),
+                                reporter)
+        finally:
+            executor.discard_weights()
         end = JobState.CANCELLED if result.stop_reason == "cancelled" else JobState.SUCCEEDED
         return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), end)
     except JobCancelled:

@@ -1,4 +1,5 @@
-"""The workers' tasks, registered by name: `netsynth.synthesize(job_id)`; and the reaper of abandoned jobs."""
+"""The workers' tasks, registered by name: `netsynth.synthesize(job_id)`, `netsynth.trial(trial_task_id)` (one
+search trial of a job running on another worker); and the reaper of abandoned jobs."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from typing import Any
 from celery import Task, signals
 
 from store.blobs import FileBlobStore
-from store.broker import SYNTHESIZE, enqueue_synthesize
+from store.broker import SYNTHESIZE, TRIAL, enqueue_synthesize
 from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
 from store.settings import Settings
 from workers.app import app
-from workers.runner import Busy, Context, run_job, worker_identity
+from workers.runner import Busy, Context, run_job, worker_identity, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +30,35 @@ def _context() -> Context:
     return Context(settings, factory, FileBlobStore(settings.blob_dir), worker_identity())
 
 
+def _uuid(text: str, task: str) -> uuid.UUID | None:
+    """The id a task was sent, or None (logged: the message is dropped) when it is not one."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        log.error("%s: %r is not an id; dropped", task, text)
+        return None
+
+
 @app.task(name=SYNTHESIZE, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def synthesize(self: Task[Any, Any], job_id: str) -> str:
     """Run one job to its end; a copy of the task for a job another live worker holds retries later."""
-    try:
-        jid = uuid.UUID(job_id)
-    except ValueError:
-        log.error("synthesize: %r is not a job id; dropped", job_id)
+    if (jid := _uuid(job_id, "synthesize")) is None:
         return "invalid-id"
     ctx = _context()
     try:
-        return run_job(ctx, jid)
+        return run_job(ctx, jid, worker_name(self.request.hostname))
     except Busy as busy:
         raise self.retry(countdown=min(max(busy.retry_after, 1.0), ctx.settings.lease_seconds)) from busy
+
+
+@app.task(name=TRIAL, bind=True, acks_late=True, reject_on_worker_lost=True)
+def trial(self: Task[Any, Any], trial_task_id: str) -> str:
+    """Train one search trial for a job whose search runs on another worker; its report goes to the database."""
+    from workers.subtask import run_trial_task
+
+    if (row_id := _uuid(trial_task_id, "trial")) is None:
+        return "invalid-id"
+    return run_trial_task(_context(), row_id, worker_name(self.request.hostname))
 
 
 def reap_once(settings: Settings) -> list[uuid.UUID]:

@@ -12,7 +12,8 @@ from store.base import Base
 from store.db import make_engine
 from store.migrate import downgrade, upgrade
 
-TABLES = {"users", "api_keys", "datasets", "jobs", "job_events", "candidates", "models", "reports", "report_images"}
+TABLES = {"users", "api_keys", "datasets", "jobs", "job_events", "candidates", "models", "reports", "report_images",
+          "trial_tasks"}
 
 
 def _diff(url: str) -> list[Any]:

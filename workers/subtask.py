@@ -1,0 +1,116 @@
+"""The remote side of a parallel search trial: `netsynth.trial(row id)` trains one candidate for a job that runs
+on another worker, on the job's dataset loaded here, and writes its report to the row (weights to the blob store).
+
+Idempotent: only a queued row runs (a redelivered message for a running, finished or cancelled row does
+nothing), and a report lands only while the row is still running, so a trial its search gave up on is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from store.base import utcnow
+from store.db import session_scope
+from store.models import Dataset, Job, JobState, TrialState, TrialTask
+from workers.runner import Context
+
+if TYPE_CHECKING:
+    from core.data import Dataset as Arrays
+    from synthesis.executor import TrialReport
+
+log = logging.getLogger(__name__)
+_cache: dict[tuple[uuid.UUID, int], Arrays] = {}
+
+
+def _claim(ctx: Context, row_id: uuid.UUID, worker: str) -> tuple[TrialTask, Job] | None:
+    with session_scope(ctx.factory) as session:
+        row = session.scalars(select(TrialTask).where(TrialTask.id == row_id).with_for_update()).first()
+        if row is None or row.state is not TrialState.QUEUED:
+            return None
+        job = session.get_one(Job, row.job_id)
+        if job.state is not JobState.RUNNING or job.dataset_id is None:
+            row.state = TrialState.CANCELLED
+            return None
+        row.state, row.worker, row.started_at = TrialState.RUNNING, worker, utcnow()
+        session.flush()
+        session.expunge_all()
+        return row, job
+
+
+def training_data(ctx: Context, job: Job) -> Arrays:
+    """The training and validation split the job's search uses (the engine's split of the job's dataset)."""
+    import numpy as np
+
+    from core.data import Dataset as Arrays
+    from synthesis.engine import Options
+    from synthesis.split import stratified_split
+    from workers.data import prepare
+
+    assert job.dataset_id is not None
+    cache_key = (job.dataset_id, job.seed)
+    if cache_key not in _cache:
+        with session_scope(ctx.factory) as session:
+            dataset = session.get_one(Dataset, job.dataset_id)
+            session.expunge(dataset)
+        task = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), job.seed).task
+        split = stratified_split(task.y, job.seed, test_fraction=Options().test_fraction, groups=task.groups)
+        x = task.x if task.modality == "text" else task.x.astype(np.float32)
+        _cache.clear()  # one dataset at a time per process
+        _cache[cache_key] = Arrays(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
+    return _cache[cache_key]
+
+
+def _watch(ctx: Context, row_id: uuid.UUID, every_s: float = 1.0) -> Callable[[], bool]:
+    """Whether the row is still running (its search still wants the trial), read at most every `every_s`."""
+    seen = {"at": -float("inf"), "wanted": True}
+
+    def still_wanted() -> bool:
+        if time.monotonic() - seen["at"] >= every_s:
+            seen["at"] = time.monotonic()
+            with session_scope(ctx.factory) as session:
+                seen["wanted"] = session.get_one(TrialTask, row_id).state is TrialState.RUNNING
+        return bool(seen["wanted"])
+    return still_wanted
+
+
+def run_trial_task(ctx: Context, row_id: uuid.UUID, worker: str) -> str:
+    """Train the trial of row `row_id` on this worker and store its report; return what happened."""
+    claimed = _claim(ctx, row_id, worker)  # before JAX loads: the coordinator sees at once that a worker took it
+    if claimed is None:
+        return "skipped"
+    from synthesis.executor import TrialReport, TrialRequest, run_request
+    from synthesis.trial import TrialResult
+
+    row, job = claimed
+    request = TrialRequest.from_dict(row.request)
+    try:
+        report = run_request(request, training_data(ctx, job), worker, _watch(ctx, row_id))
+    except Exception as exc:  # a failed trial never fails the job
+        log.exception("trial %s of job %s failed", request.index, job.id)
+        report = TrialReport(request.index, TrialResult(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500]),
+                             worker)
+    return _store(ctx, row_id, job.id, request.spec, report)
+
+
+def _store(ctx: Context, row_id: uuid.UUID, job_id: uuid.UUID, spec: dict[str, object], report: TrialReport) -> str:
+    from core import checkpoint
+    from core.spec import Spec
+    from workers.executor import save_weights
+
+    key = None
+    if report.result.variables is not None:
+        key = save_weights(ctx, job_id, row_id, checkpoint.to_bytes(Spec.from_dict(spec), report.result.variables))
+    with session_scope(ctx.factory) as session:
+        row = session.scalars(select(TrialTask).where(TrialTask.id == row_id).with_for_update()).first()
+        if row is None or row.state is not TrialState.RUNNING:  # its search gave up on it meanwhile
+            if key is not None:
+                ctx.blobs.delete(key)
+            return "dropped"
+        row.state, row.report, row.weights_key, row.finished_at = TrialState.DONE, report.to_dict(), key, utcnow()
+    return report.result.status
