@@ -136,23 +136,26 @@ def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
            reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
     """Train the best-ranked candidate further — from its search weights when it has them, else from scratch —
-    with a schedule sized to the time left and early stopping; keep whichever weights validate better."""
+    with a schedule sized to the time left, run to its end (the best weights come as the learning rate decays,
+    which early stopping would cut off); keep whichever weights validate better."""
     for winner in _ranked(search):
         end, most = budget.final_end(), 2 * search.config.horizon
         if budget.reproducible:
             epochs, time_limit = min(most, max(budget.epochs_left(end), 1)), None
         else:  # as many epochs as fit, so the learning-rate schedule completes before the deadline
             time_limit = max(budget.left(end), 1.0)
-            epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most)
+            epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most,
+                                               measured=winner.result, batch_size=winner.candidate.hparams.batch_size)
         config = winner.candidate.hparams.to_train_config(
-            epochs=epochs, seed=search.config.seed + 10_000, patience=max(epochs // 3, 4), time_limit_s=time_limit)
+            epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit)
         searched = winner.result.variables if winner.result is not None else None
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,
                           on_epoch=lambda _curve: reporter.progress(min(budget.used(), 1.0), {}), variables=searched)
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": searched
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs})
-        if final.variables is not None and (searched is None or final.best_metric >= winner.accuracy):
+        measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
+        if final.variables is not None and (searched is None or final.best_metric >= measured):
             winner.predicted = max(winner.predicted, final.best_metric)
             return winner, final.variables
         if searched is not None:
@@ -163,7 +166,7 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
 def _pareto(trials: list[Trial], winner: Trial, model: Delivered) -> list[dict[str, Any]]:
     points = [{"candidate": t.candidate.id, "accuracy": t.accuracy, "params": t.params,
                "latency_ms": t.latency_ms, "latency": "estimated", "delivered": False}
-              for t in trials if t.curve and t.status != "failed"]
+              for t in trials if t.curve and t.status != "failed" and t is not winner]  # delivered: below
     points.append({"candidate": winner.candidate.id, "accuracy": winner.accuracy, "params": model.param_count,
                    "latency_ms": model.metrics["latency_ms"], "latency": "measured", "delivered": True})
     return [points[i] for i in pareto_front(points)]

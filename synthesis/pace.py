@@ -41,10 +41,14 @@ class Pace:
         """Typical seconds before a run's first steps (compilation); 0 while nothing is known."""
         return float(np.median(self.compiles)) if self.compiles else 0.0
 
-    def epochs_within(self, seconds: float, macs: int, samples: int, most: int) -> int:
+    def epochs_within(self, seconds: float, macs: int, samples: int, most: int,
+                      measured: TrialResult | None = None, batch_size: int = 0) -> int:
         """How many epochs (1..most) fit in `seconds`, compilation and one validation per epoch included;
-        `most` while nothing is known."""
-        per_epoch = self.epoch_seconds(macs, samples)
+        `most` while nothing is known. A network's own `measured` step time (at `batch_size`) beats the
+        median rate of other networks: seconds per multiply-add differ several-fold between block types."""
+        own = measured is not None and measured.step_s > 0 and batch_size > 0 and samples > 0
+        per_epoch = measured.step_s * math.ceil(samples / batch_size) if own and measured else \
+            self.epoch_seconds(macs, samples)
         if per_epoch is None or not math.isfinite(seconds):
             return most
         usable = (seconds - self.compile_seconds()) / (1 + VALIDATION_SHARE)
