@@ -17,4 +17,4 @@ class Limits:
     max_classes: int = 1000
     max_image_side: int = 4096
     max_text_chars: int = 100_000  # per sample
-    resize: tuple[int, int] | None = None  # declared (height, width) for image folders of mixed sizes
+    resize: tuple[int, int] | None = None  # declared (height, width): replaces the automatic resize target
