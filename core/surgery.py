@@ -273,3 +273,23 @@ def filter_norms(variables: Mapping[str, Any], node_id: str, *, ord: int = 1) ->
     k = k.reshape(-1, k.shape[-1])
     norms: np.ndarray = np.abs(k).sum(axis=0) if ord == 1 else np.sqrt((k * k).sum(axis=0))
     return norms
+
+
+def removable_nodes(spec: Spec) -> list[str]:
+    """Return the ids of the nodes whose units :func:`remove_units` can remove one node at a time.
+
+    Unit ops (see :data:`UNIT_OPS`) other than the output with at least two units, whose removed channels
+    can be followed to their consumers (not, e.g., into an ``add`` or a ``layer_norm``), in graph order.
+    """
+    graph = validate(spec)
+    out: list[str] = []
+    for node in graph.order:
+        width = graph.types[node.id].shape[-1]
+        if node.op not in UNIT_OPS or node.id == spec.output or width < 2:
+            continue
+        try:
+            _plan(graph, {node.id: np.arange(width - 1)})
+        except SpecError:
+            continue
+        out.append(node.id)
+    return out

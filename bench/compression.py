@@ -1,0 +1,179 @@
+"""Fine-grained synthesis measured: how much smaller ``synthesis.compress.compress`` makes a trained network, at
+what accuracy.
+
+For each dataset (``bench/peers/datasets.py``: digits, MNIST, SMS Spam with their fixed train / test splits) the
+search space's seed design — the hand-written CNN for images, the trigram text CNN for SMS Spam — is trained on
+the training part (10 % of it held out for validation, duplicates kept on one side) for a fixed number of epochs,
+then compressed under a fixed epoch budget with the default tolerance (0.5 points of validation accuracy).
+Accuracy before and after is on the benchmark's held-out test part (the compressed model scored through its ONNX
+export); the tolerance itself is enforced on the validation rows, reported alongside.
+
+``ratio`` = dense float32 bytes of the original network's variables / bytes of the compressed artifact
+(``core.artifact``: spec, bitmaps or gap-coded masks, codebooks, bit-packed indices, each stream zlib'd or
+LZMA'd). Target: >= 30x at <= 0.5 points lost.
+
+Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seed 0] [--quick] [--out FILE]``
+where DIR holds ``mnist/mnist.npz`` and ``sms_spam/data.csv`` (the repository's ``../shared/data``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from peers import datasets
+from synthesis_quality import environment
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "compression.json"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A dataset's run: the seed design, training epochs, compression epochs and training rows used (0 = all)."""
+
+    seed_design: str
+    train_epochs: int
+    compress_epochs: int
+    rows: int = 0
+
+
+SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 120),
+            "mnist": Setting("seed:hand-cnn", 5, 12, 12_000),
+            "sms": Setting("seed:default-text-cnn", 12, 24)}
+QUICK = {"digits": Setting("seed:hand-cnn", 10, 8), "mnist": Setting("seed:hand-cnn", 1, 2, 3_000),
+         "sms": Setting("seed:default-text-cnn", 3, 4)}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, required=True, help="folder with mnist/mnist.npz and sms_spam/data.csv")
+    p.add_argument("--datasets", default="digits,sms,mnist", help="comma-separated subset of digits,mnist,sms")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
+    p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
+    return p.parse_args(argv)
+
+
+class LogReporter:
+    """Writes compression events to stderr."""
+
+    def stage(self, name: str) -> None:
+        """Log a stage."""
+        print(f"  stage {name}", file=sys.stderr, flush=True)
+
+    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
+        """Progress is not logged."""
+
+    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Log an event, shortened."""
+        print(f"  {kind} {json.dumps(payload, default=str)[:400]}", file=sys.stderr, flush=True)
+
+
+def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:
+    """Train the seed design on one dataset, compress it, measure both on the held-out test part."""
+    from core.data import Dataset
+    from core.evaluation import evaluate
+    from core.model import build
+    from core.onnx_run import OnnxClassifier
+    from core.training import train
+    from store.ingest import TextEncoder
+    from synthesis import space
+    from synthesis.compress import compress
+    from synthesis.engine import Task, space_info
+    from synthesis.split import stratified_split
+
+    start = time.monotonic()
+    split = datasets.load(name, args.seed, data_dir=args.data)
+    x_train, y_train, x_test = split.x_train, split.y_train, split.x_test
+    if setting.rows:
+        x_train, y_train = x_train[:setting.rows], y_train[:setting.rows]
+    if split.modality == "text":
+        encoder = TextEncoder.fit(list(x_train))
+        x, x_test, vocab, groups = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.vocab_size, None
+    else:
+        x, vocab = x_train.astype(np.float32), 0
+        groups = np.unique(x_train.reshape(len(x_train), -1), axis=0, return_inverse=True)[1].reshape(-1)
+        x_test = x_test.astype(np.float32)
+    y = y_train.astype(np.int32)
+    parts = stratified_split(y, args.seed, val_fraction=0.1, test_fraction=0.0, groups=groups)
+    data = Dataset(x[parts.train], y[parts.train], x[parts.val], y[parts.val])
+    task = Task(split.modality, x, y, len(split.classes), vocab_size=vocab, groups=groups)
+    info = space_info(task, parts.train)
+    candidate = next(c for c in space.seeds(info) if c.origin == setting.seed_design)
+    spec = space.to_spec(candidate, info)
+    config = candidate.hparams.to_train_config(epochs=setting.train_epochs, seed=args.seed, time_limit_s=None,
+                                               patience=max(setting.train_epochs // 3, 4))
+    print(f"{name}: training {setting.seed_design} for {setting.train_epochs} epochs on {len(parts.train)} rows",
+          file=sys.stderr, flush=True)
+    trained = train(build(spec), data, config)
+    train_s = time.monotonic() - start
+    y_test = split.y_test.astype(np.int32)
+    before_test = evaluate(build(spec), trained.variables, x_test, y_test)["accuracy"]
+    c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=args.seed, config=config,
+                 reporter=LogReporter())
+    after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
+    before, after = c.report["before"], c.report["after"]
+    return {"dataset": name, "dense_bytes": before["dense_bytes"], "compressed_bytes": after["compressed_bytes"],
+            "ratio": round(c.ratio, 2), "accuracy_before": before_test, "accuracy_after": after_test,
+            "accuracy_change_pt": round(100 * (after_test - before_test), 2),
+            "val_accuracy_before": c.report["val_accuracy_before"],
+            "val_accuracy_after": c.report["val_accuracy_after"],
+            "tolerance": c.report["tolerance"], "design": setting.seed_design, "train_rows": len(parts.train),
+            "val_rows": len(parts.val), "test_rows": len(y_test), "train_epochs": setting.train_epochs,
+            "compress_epochs": setting.compress_epochs, "stop_reason": c.stop_reason,
+            "before": before, "after": after, "bits": c.report["bits"], "kept_fraction": c.report["kept_fraction"],
+            "train_s": round(train_s, 1), "compress_s": round(time.monotonic() - start - train_s, 1)}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a text table."""
+    lines = [f"{'dataset':<8}{'dense B':>10}{'compr. B':>10}{'ratio':>8}{'acc before':>12}{'acc after':>11}"
+             f"{'params':>16}{'nonzeros':>10}{'onnx.gz B':>11}{'latency ms':>16}"]
+    for r in rows:
+        b, a = r["before"], r["after"]
+        lines.append(f"{r['dataset']:<8}{r['dense_bytes']:>10,}{r['compressed_bytes']:>10,}{r['ratio']:>7.1f}x"
+                     f"{100 * r['accuracy_before']:>11.2f}%{100 * r['accuracy_after']:>10.2f}%"
+                     f"{b['params']:>8,}>{a['params']:<7,}{a['nonzeros']:>10,}{a['onnx_gzip_bytes']:>11,}"
+                     f"{b['latency_ms']:>8.3f}>{a['latency_ms']:<7.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every selected dataset, print the table, merge the rows into the result file."""
+    args = parse_args(argv)
+    from core.kernels import CPU_XLA_FLAGS  # imports jax; XLA reads its flags when the backend starts
+
+    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
+    settings = QUICK if args.quick else SETTINGS
+    out = args.out or (Path(tempfile.gettempdir()) / "compression_quick.json" if args.quick else DEFAULT_OUT)
+    rows = []
+    for name in args.datasets.split(","):
+        env = environment()
+        row = {**run(name, settings[name], args), "seed": args.seed, "quick": args.quick, "environment": env}
+        rows.append(row)
+        print(table([row]).splitlines()[1], flush=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        old = json.loads(out.read_text()) if out.exists() else []
+        out.write_text(json.dumps(merge_rows(old, row), indent=1, default=str) + "\n")
+    print(table(rows))
+    print(f"wrote {out}")
+
+
+def merge_rows(old: list[dict[str, Any]], row: dict[str, Any]) -> list[dict[str, Any]]:
+    """``old`` without the row of ``row``'s dataset, then ``row``."""
+    return [r for r in old if r.get("dataset") != row["dataset"]] + [row]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The compressed model format: a pruned, weight-shared network in as few bytes as exact decoding allows.
+
+Layout (``docs/compressed-format.md`` has the byte-level description)::
+
+    "NSCZ"  version (u8 = 1)  header length H (u32 LE)  header (H bytes, zlib of compact JSON)  sections...
+
+The header holds the spec and, for every variable in the canonical order (``params`` then ``batch_stats``,
+paths sorted as :func:`core.tree.flatten` sorts them; shapes follow from the spec), one entry
+``[mask, k, codecs, lengths]``: ``mask`` 0 = every entry kept, 1 = bitmap, 2 = LEB128 gaps between kept
+positions (whichever is smaller for the leaf); ``k`` 0 = the kept values stored as float32, else a
+codebook of ``k`` float32 values and one ``ceil(log2 k)``-bit index per kept entry. Each section (mask,
+values or codebook + indices) is stored, zlib'd or LZMA'd, whichever is shortest (:mod:`core.packing`).
+Pruned entries decode to +0.0, kept ones to their stored or codebook value, so decoding gives back the
+dense variables bit for bit. Only float32 variables are supported (what the core trains).
+
+References: Han et al., "Deep Compression: Compressing Deep Neural Networks with Pruning, Trained
+Quantization and Huffman Coding", ICLR 2016 (https://arxiv.org/abs/1510.00149).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from core import packing, tree
+from core.checkpoint import Checkpoint, flat_variables, variable_shapes
+from core.errors import CheckpointError, SpecError
+from core.graph import validate
+from core.reparam import Reparam
+from core.spec import Spec
+
+MAGIC = b"NSCZ"
+VERSION = 1
+NONE, BITMAP, GAPS = 0, 1, 2
+_KINDS = ("params", "batch_stats")
+
+
+def encode(spec: Spec, variables: Mapping[str, Any], reparam: Reparam | None = None) -> bytes:
+    """Return the compressed bytes of a model: dense variables plus the masks and codebooks of ``reparam``.
+
+    A masked parameter must be exactly +0.0 wherever its mask is 0, and a shared one equal to one codebook
+    value per bucket where kept (as :func:`core.reparam.materialise` makes them); a shared leaf that is not
+    falls back to stored values. Raises :class:`CheckpointError` when the variables do not fit the spec,
+    are not float32, or are non-zero where masked.
+    """
+    try:
+        graph = validate(spec)
+    except SpecError as exc:
+        raise CheckpointError(f"cannot encode a model whose spec is invalid: {exc}") from exc
+    dense = flat_variables(graph, variables)
+    r = reparam or Reparam()
+    entries: list[list[Any]] = []
+    sections: list[bytes] = []
+    for kind in _KINDS:
+        for path, arr in dense[kind].items():
+            if arr.dtype != np.float32:
+                raise CheckpointError(f"'{kind}/{path}' is {arr.dtype}; the format stores float32 only")
+            mask = r.masks.get(path) if kind == "params" else None
+            idx = r.indices.get(path) if kind == "params" else None
+            k = int(r.sizes.get(path, 0)) if idx is not None else 0
+            entry, parts = _encode_leaf(f"{kind}/{path}", arr, mask, idx, k)
+            entries.append(entry)
+            sections += parts
+    header = {"spec": json.loads(spec.to_json(indent=None)), "leaves": entries}
+    head = zlib.compress(json.dumps(header, separators=(",", ":")).encode(), 9)
+    return MAGIC + struct.pack("<BI", VERSION, len(head)) + head + b"".join(sections)
+
+
+def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tuple[list[Any], list[bytes]]:
+    flat = np.ascontiguousarray(arr).ravel()
+    live = np.ones(flat.size, bool) if mask is None else np.asarray(mask).ravel() != 0
+    if np.any(flat[~live].view(np.uint32) != 0):
+        raise CheckpointError(f"'{name}' is not exactly +0.0 where its mask prunes it")
+    streams: list[bytes] = []
+    mask_code = NONE
+    if not live.all():
+        forms = [(len(packing.squeeze(b)[1]), code, b)
+                 for code, b in ((BITMAP, packing.pack_bitmap(live)), (GAPS, packing.pack_gaps(live)))]
+        _, mask_code, raw = min(forms)
+        streams.append(raw)
+    kept = flat[live]
+    codebook = _codebook(kept, np.asarray(idx).ravel()[live], k) if k else None
+    if codebook is None:
+        k = 0
+        streams.append(kept.astype("<f4").tobytes())
+    else:
+        streams += [codebook.astype("<f4").tobytes(),
+                    packing.pack_bits(np.asarray(idx).ravel()[live], packing.bits_for(k))]
+    squeezed = [packing.squeeze(s) for s in streams]
+    entry = [mask_code, k, [c for c, _ in squeezed], [len(p) for _, p in squeezed]]
+    return entry, [p for _, p in squeezed]
+
+
+def _codebook(kept: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray | None:
+    """Each bucket's one value (0 when empty), or None when a bucket holds two different values."""
+    if idx.size and (idx.min() < 0 or idx.max() >= k):
+        return None
+    codebook = np.zeros(k, np.float32)
+    codebook[idx[::-1]] = kept[::-1]  # the first kept entry of each bucket wins
+    if codebook[idx].view(np.uint32).tobytes() != kept.view(np.uint32).tobytes():
+        return None
+    return codebook
+
+
+def decode(data: bytes) -> Checkpoint:
+    """Return the model :func:`encode` wrote: spec, dense variables (bit-exact) and the masks and shared
+    weights as a :class:`Reparam` (indices 0 at pruned entries). Raises :class:`CheckpointError` for bytes
+    that are not a valid artifact."""
+    data = bytes(data)
+    if len(data) < 9 or data[:4] != MAGIC:
+        raise CheckpointError("not a netsynth compressed model (bad magic)")
+    version, head_len = struct.unpack("<BI", data[4:9])
+    if version != VERSION:
+        raise CheckpointError(f"unknown compressed format version {version}; this netsynth reads {VERSION}")
+    try:
+        header = json.loads(zlib.decompress(data[9:9 + head_len]))
+        spec = Spec.from_dict(header["spec"])
+        graph = validate(spec)
+        entries = list(header["leaves"])
+    except (zlib.error, ValueError, KeyError, TypeError, SpecError) as exc:
+        raise CheckpointError(f"corrupt compressed model header: {exc}") from exc
+    shapes = variable_shapes(graph)
+    names = [(kind, path, shape) for kind in _KINDS for path, shape in sorted(shapes[kind].items())]
+    if len(entries) != len(names):
+        raise CheckpointError(f"the header has {len(entries)} leaves, the spec needs {len(names)}")
+    offset = 9 + head_len
+    out: dict[str, dict[str, np.ndarray]] = {kind: {} for kind in _KINDS}
+    masks: dict[str, Any] = {}
+    indices: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
+    try:
+        for (kind, path, shape), entry in zip(names, entries, strict=True):
+            mask_code, k, codecs, lengths = entry
+            streams = []
+            for codec, length in zip(codecs, lengths, strict=True):
+                if offset + length > len(data):
+                    raise CheckpointError("truncated compressed model")
+                streams.append(packing.unsqueeze(int(codec), data[offset:offset + length]))
+                offset += length
+            dense, live, idx = _decode_leaf(int(np.prod(shape, dtype=np.int64)), mask_code, int(k), streams)
+            out[kind][path] = dense.reshape(shape)
+            if mask_code != NONE:
+                masks[path] = jnp.asarray(live.reshape(shape).astype(np.float32))
+            if k:
+                indices[path], sizes[path] = jnp.asarray(idx.reshape(shape).astype(np.int32)), int(k)
+    except (ValueError, IndexError, TypeError, EOFError) as exc:
+        raise CheckpointError(f"corrupt compressed model: {exc}") from exc
+    if offset != len(data):
+        raise CheckpointError("the compressed model has trailing bytes")
+    variables: dict[str, Any] = {"params": tree.unflatten(out["params"])}
+    if out["batch_stats"]:
+        variables["batch_stats"] = tree.unflatten(out["batch_stats"])
+    return Checkpoint(spec, variables, Reparam(masks, indices, sizes))
+
+
+def _decode_leaf(count: int, mask_code: int, k: int, streams: list[bytes]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if mask_code == NONE:
+        live = np.ones(count, bool)
+    else:
+        live = (packing.unpack_bitmap if mask_code == BITMAP else packing.unpack_gaps)(streams.pop(0), count)
+    n = int(live.sum())
+    idx = np.zeros(count, np.int64)
+    if k:
+        codebook = np.frombuffer(streams[0], "<f4")
+        if codebook.size != k:
+            raise ValueError(f"a codebook of {k} values has {codebook.size}")
+        idx[live] = packing.unpack_bits(streams[1], packing.bits_for(k), n)
+        if n and idx[live].max() >= k:
+            raise ValueError("an index exceeds its codebook")
+        values = codebook[idx[live]]
+    else:
+        values = np.frombuffer(streams[0], "<f4")
+    if values.size != n:
+        raise ValueError(f"expected {n} kept values, got {values.size}")
+    dense = np.zeros(count, np.float32)
+    dense[live] = values
+    return dense, live, idx

@@ -1,0 +1,11 @@
+"""Fine-grained synthesis: filter selection, connection pruning and weight bucketing of a trained network,
+retrained within an accuracy tolerance and packed into the compressed artifact (:mod:`core.artifact`).
+
+Entry point: :func:`compress` returning a :class:`Compressed`.
+"""
+
+from synthesis.compress.context import Allowance, Options
+from synthesis.compress.pipeline import DEFAULT_TOLERANCE, Compressed, compress
+from synthesis.compress.reinit import ReinitError
+
+__all__ = ["DEFAULT_TOLERANCE", "Allowance", "Compressed", "Options", "ReinitError", "compress"]

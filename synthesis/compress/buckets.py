@@ -1,0 +1,75 @@
+"""Weight bucketing: per layer, the kept weights share ``k`` values (2 to 256), ``k`` chosen on validation.
+
+Each weight leaf's kept entries are clustered by 1-D k-means (:func:`core.reparam.quantise`, linear
+initialisation as in Han et al., 2016); ``k`` is the smallest power of two whose bucketing keeps the probe
+accuracy within the stage's slack, and only values for which codebook plus indices are smaller than the kept
+values themselves are tried. Training then updates the codebooks (each bucket's gradient summed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from core import tree
+from core.packing import bits_for
+from core.reparam import Reparam, materialise, quantise, trainable
+from synthesis.compress.choose import per_layer
+from synthesis.compress.connections import weight_leaves
+from synthesis.compress.context import Context, State, with_params
+from synthesis.compress.reinit import compressed_start, verify_same_outputs
+
+K_GRID = (256, 128, 64, 32, 16, 8, 4, 2)
+
+
+def worth_it(k: int, kept: int) -> bool:
+    """Whether a codebook of ``k`` float32 values and ``kept`` indices are smaller than ``kept`` float32 values."""
+    return 32 * k + kept * bits_for(k) < 32 * kept
+
+
+def share_leaf(path: str, leaf: Any, mask: Any | None, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """``(indices, dense leaf)`` of one leaf shared among ``k`` values, as training under them starts."""
+    _, idx = quantise(leaf, k, mask=mask)
+    one = Reparam({path: mask} if mask is not None else {}, {path: idx}, {path: k})
+    return idx, materialise(trainable({path: leaf}, one), one)[path]
+
+
+def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
+    """Share each weight leaf's values among k of them (None when no leaf can be shared)."""
+    params = tree.flatten(state.variables["params"])
+    masks = state.reparam.masks
+    grids: dict[str, list[int]] = {}
+    for p in weight_leaves(state.spec):
+        kept = int(np.count_nonzero(np.asarray(masks[p]))) if p in masks else int(np.size(params[p]))
+        ks = [k for k in K_GRID if worth_it(k, kept)]
+        if ks:
+            grids[p] = [0, *ks]
+    cache: dict[tuple[str, int], tuple[jnp.ndarray, jnp.ndarray]] = {}
+
+    def shared(p: str, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
+        if (p, k) not in cache:
+            cache[p, k] = share_leaf(p, params[p], masks.get(p), k)
+        return cache[p, k]
+
+    def bucketed(choice: Mapping[str, int]) -> dict[str, Any]:
+        flat = dict(params)
+        flat.update({p: shared(p, k)[1] for p, k in choice.items() if k})
+        return with_params(state.variables, tree.unflatten(flat))
+
+    def score(choice: Mapping[str, int]) -> float:
+        ctx.tick()
+        return ctx.accuracy(state.spec, bucketed(choice), probe=True)
+
+    floor = ctx.accuracy(state.spec, state.variables, probe=True) - slack
+    choice = {p: k for p, k in per_layer(grids, score, floor, ctx.stop).items() if k}
+    if not choice:
+        return None
+    reparam = Reparam(masks, {p: shared(p, k)[0] for p, k in choice.items()}, dict(choice))
+    scored = bucketed(choice)
+    start = with_params(state.variables, compressed_start(scored["params"], reparam))
+    verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
+    ctx.reporter.event("compress_buckets", {"k": choice})
+    return ctx.state(state.spec, start, reparam)

@@ -1,0 +1,102 @@
+"""Connection pruning: every neuron keeps its N largest incoming weights, N chosen per layer on validation.
+
+The weight leaves are the kernels of dense, convolution and attention layers and the embedding tables (a
+table is a linear map from one-hot tokens: each embedding dimension's incoming connections are the vocabulary).
+Pruning is iterative (prune, retrain, prune again: Han et al., "Learning both Weights and Connections for
+Efficient Neural Networks", NeurIPS 2015): each round searches N per layer from the current N down, within the
+round's slack on the probe rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from core import tree
+from core.checkpoint import variable_shapes
+from core.graph import validate
+from core.reparam import Reparam, mask_top_n_incoming
+from core.spec import Spec
+from synthesis.compress.choose import per_layer
+from synthesis.compress.context import Context, State, with_params
+from synthesis.compress.reinit import compressed_start, verify_same_outputs
+
+WEIGHT_OPS = {"dense", "conv2d", "conv1d", "depthwise_conv2d", "separable_conv2d", "embedding", "self_attention"}
+_QKV = ("query", "key", "value")
+
+
+def weight_leaves(spec: Spec) -> list[str]:
+    """Flat paths of the network's connection weights (kernels and embedding tables), sorted."""
+    ops = {n.id: n.op for n in spec.nodes}
+    shapes = tree.flatten(_shapes(spec))
+    return [p for p in sorted(shapes) if ops.get(p.split("/")[0]) in WEIGHT_OPS
+            and p.rsplit("/", 1)[-1] in ("kernel", "embedding") and len(shapes[p]) >= 2]
+
+
+def _shapes(spec: Spec) -> dict[str, Any]:
+    return tree.unflatten(variable_shapes(validate(spec))["params"])
+
+
+def in_axes(path: str, ndim: int) -> int:
+    """Leading axes of a weight leaf that index a neuron's inputs (attention's query/key/value: the first)."""
+    parts = path.split("/")
+    return 1 if len(parts) >= 3 and parts[-2] in _QKV else ndim - 1
+
+
+def top_n(weights: Any, n: int, path: str) -> np.ndarray:
+    """The 0/1 mask that keeps each neuron's ``n`` largest |incoming weights| (float32, the leaf's shape)."""
+    w = np.asarray(weights)
+    a = in_axes(path, w.ndim)
+    matrix = w.reshape(math.prod(w.shape[:a]), -1)
+    return np.asarray(mask_top_n_incoming(jnp.asarray(matrix), n)).reshape(w.shape).astype(np.float32)
+
+
+def incoming(mask: np.ndarray, path: str) -> int:
+    """The largest number of kept inputs of any neuron."""
+    a = in_axes(path, mask.ndim)
+    return int((mask.reshape(math.prod(mask.shape[:a]), -1) != 0).sum(axis=0).max())
+
+
+def grid(current: int) -> list[int]:
+    """Values of N to try, from ``current`` (no change) down by factors of sqrt(2) to 1."""
+    values = {max(1, math.ceil(current * 2 ** (-j / 2))) for j in range(1, 2 * max(current, 1).bit_length() + 2)}
+    return [current, *sorted((v for v in values if v < current), reverse=True)]
+
+
+def prune_round(ctx: Context, state: State, slack: float) -> State | None:
+    """One round: the smaller masks (pruned weights zero, measured), or None when no layer can lose inputs."""
+    if state.reparam.indices:
+        raise ValueError("connection pruning runs before bucketing")
+    params = tree.flatten(state.variables["params"])
+    masks = {p: np.asarray(state.reparam.masks[p]) if p in state.reparam.masks else np.ones(params[p].shape,
+                                                                                           np.float32)
+             for p in weight_leaves(state.spec)}
+    grids = {p: grid(incoming(m, p)) for p, m in masks.items()}
+
+    def pruned(choice: Mapping[str, int]) -> dict[str, Any]:
+        flat = dict(params)
+        for p, n in choice.items():
+            flat[p] = jnp.where(jnp.asarray(masks[p] * top_n(params[p], n, p)) != 0, params[p], 0.0)
+        return with_params(state.variables, tree.unflatten(flat))
+
+    def score(choice: Mapping[str, int]) -> float:
+        ctx.tick()
+        return ctx.accuracy(state.spec, pruned(choice), probe=True)
+
+    floor = ctx.accuracy(state.spec, state.variables, probe=True) - slack
+    choice = per_layer(grids, score, floor, ctx.stop)
+    changed = {p: n for p, n in choice.items() if n != grids[p][0]}
+    if not changed:
+        return None
+    new_masks = {**state.reparam.masks,
+                 **{p: jnp.asarray(masks[p] * top_n(params[p], n, p)) for p, n in changed.items()}}
+    reparam = Reparam(new_masks, {}, {})
+    scored = pruned(changed)
+    start = with_params(state.variables, compressed_start(state.variables["params"], reparam))
+    verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
+    ctx.reporter.event("compress_prune", {"incoming": changed})
+    return ctx.state(state.spec, start, reparam)

@@ -1,0 +1,153 @@
+"""What every compression stage shares: the options, the budget, the validation data and the network being shrunk."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.data import Dataset
+from core.evaluation import evaluate
+from core.model import Model, build
+from core.reparam import Reparam
+from core.spec import Spec
+from core.train_config import TrainConfig
+from synthesis.progress import NullReporter, Reporter
+
+
+@dataclass(frozen=True)
+class Options:
+    """How hard to compress.
+
+    ``importance``: ``"taylor"`` (first-order Taylor expansion of the validation loss, Molchanov et al., ICLR
+    2017) or ``"l1"`` (kernel L1 norms, Li et al., ICLR 2017). The ``*_slack`` are the validation accuracy a
+    stage's per-layer choice may lose *before* its retraining (which wins most of it back; the tolerance is
+    checked after retraining, and a stage that misses it is rolled back and retried more gently).
+    ``probe_rows``: rows the per-layer searches score on, half validation and half training rows (scoring on
+    validation rows alone over-fits them: an embedding row of a token that no validation text has looks
+    unimportant there); the tolerance is checked on all validation rows and nothing else.
+    Budget shares: of the retraining epochs or seconds, for filters, connections (all rounds) and buckets.
+    """
+
+    importance: str = "taylor"
+    filters: bool = True
+    connections: bool = True
+    buckets: bool = True
+    filter_slack: float = 0.03
+    prune_slack: float = 0.05
+    bucket_slack: float = 0.01
+    prune_rounds: int = 6
+    probe_rows: int = 2048
+    lr_scale: float = 0.3
+    patience: int = 3
+    max_epochs: int = 30
+    shares: tuple[float, float, float] = (0.25, 0.5, 0.25)
+    output_atol: float = 1e-4
+
+    def __post_init__(self) -> None:
+        if self.importance not in ("taylor", "l1"):
+            raise ValueError(f"importance must be 'taylor' or 'l1', got {self.importance!r}")
+        if min(self.filter_slack, self.prune_slack, self.bucket_slack) < 0 or self.prune_rounds < 0:
+            raise ValueError("slacks and rounds must be non-negative")
+
+
+@dataclass
+class Allowance:
+    """The retraining budget: wall-clock ``seconds`` from now, or a number of ``epochs`` (reproducible)."""
+
+    seconds: float | None = None
+    epochs: int | None = None
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(init=False)
+    epochs_used: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if (self.seconds is None) == (self.epochs is None):
+            raise ValueError("give either seconds or epochs")
+        if (self.seconds is not None and self.seconds <= 0) or (self.epochs is not None and self.epochs < 1):
+            raise ValueError("the compression budget must be positive")
+        self.started = self.clock()
+
+    def used(self) -> float:
+        """The fraction of the budget spent."""
+        if self.seconds is not None:
+            return min((self.clock() - self.started) / self.seconds, 1.0)
+        return min(self.epochs_used / float(self.epochs or 1), 1.0)
+
+    def expired(self, until: float = 1.0) -> bool:
+        """Whether the budget is spent up to the fraction ``until`` (a stage's end)."""
+        return self.used() >= until
+
+    def grant(self, share: float, max_epochs: int, until: float = 1.0) -> tuple[int, float | None]:
+        """``(epochs, time limit)`` of one retraining worth ``share`` of the whole budget, at most what is left
+        before the fraction ``until``; epochs 0 when nothing is left."""
+        if self.epochs is not None:
+            left = int(self.epochs * until + 1e-9) - self.epochs_used
+            return max(0, min(left, max_epochs, max(1, round(self.epochs * share)))), None
+        seconds = float(self.seconds or 0.0)
+        limit = min(seconds * (until - self.used()), seconds * share)
+        return (max_epochs, limit) if limit > 1.0 else (0, None)
+
+    def spend(self, epochs: int) -> None:
+        """Count retraining epochs against an epoch budget."""
+        self.epochs_used += epochs
+
+
+@dataclass(frozen=True)
+class State:
+    """A network during compression: spec, dense variables (masks and buckets applied), reparam, val accuracy."""
+
+    spec: Spec
+    variables: dict[str, Any]
+    reparam: Reparam
+    accuracy: float
+
+
+class Context:
+    """The data, budget, options and reporter of one compression run, and its cache of compiled models."""
+
+    def __init__(self, data: Dataset, allowance: Allowance, options: Options, config: TrainConfig,
+                 reporter: Reporter | None = None, seed: int = 0) -> None:
+        self.data, self.allowance, self.options, self.config = data, allowance, options, config
+        self.reporter: Reporter = reporter or NullReporter()
+        self.seed = seed
+        n = min(len(data.x_val), options.probe_rows // 2)
+        rows = np.random.default_rng(seed).permutation(len(data.x_train))[:n]
+        self.x_probe = np.concatenate([data.x_val[:n], data.x_train[rows]])
+        self.y_probe = np.concatenate([data.y_val[:n], data.y_train[rows]])
+        self.floor = 0.0
+        self.until = 1.0  # the fraction of the budget at which the running stage ends
+        self._models: dict[str, Model] = {}
+
+    def model(self, spec: Spec) -> Model:
+        """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""
+        key = spec.to_json(indent=None)
+        if key not in self._models:
+            self._models[key] = build(spec)
+        return self._models[key]
+
+    def accuracy(self, spec: Spec, variables: dict[str, Any], *, probe: bool = False) -> float:
+        """Validation accuracy on all validation rows, or accuracy on the probe rows the per-layer searches use."""
+        x, y = (self.x_probe, self.y_probe) if probe else (self.data.x_val, self.data.y_val)
+        return float(evaluate(self.model(spec), variables, x, y)["accuracy"])
+
+    def stop(self) -> bool:
+        """Whether the running stage's share of the budget is spent."""
+        return self.allowance.expired(self.until)
+
+    def tick(self) -> None:
+        """Report progress (the reporter may raise ``Cancelled`` or ``Stopped`` here)."""
+        self.reporter.progress(self.allowance.used(), {})
+
+    def state(self, spec: Spec, variables: dict[str, Any], reparam: Reparam) -> State:
+        """A :class:`State` with its validation accuracy measured."""
+        return State(spec, variables, reparam, self.accuracy(spec, variables))
+
+
+def with_params(variables: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``variables`` with their ``params`` replaced."""
+    return {**variables, "params": params}
+

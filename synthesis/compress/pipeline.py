@@ -1,0 +1,110 @@
+"""Fine-grained synthesis end to end: shrink a trained network within an accuracy tolerance and pack it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core import artifact, tree
+from core.data import Dataset
+from core.reparam import Reparam
+from core.spec import Spec
+from core.train_config import TrainConfig
+from synthesis.compress.context import Allowance, Context, Options, State
+from synthesis.compress.report import figures
+from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
+from synthesis.progress import Cancelled, Reporter
+
+DEFAULT_TOLERANCE = 0.005
+"""Validation accuracy the compressed network may lose (0.5 percentage points)."""
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """A compressed network: its (smaller) spec, dense-equivalent variables (pruned entries exactly zero, shared
+    weights at their codebook values), the masks and codebooks as a :class:`Reparam`, the packed artifact
+    (:mod:`core.artifact`; its length is the model's bytes), the verified ONNX export, the before / after report
+    and why it stopped (``completed`` or ``cancelled``)."""
+
+    spec: Spec
+    variables: dict[str, Any]
+    reparam: Reparam
+    artifact: bytes
+    onnx: bytes
+    report: dict[str, Any]
+    stop_reason: str
+
+    @property
+    def ratio(self) -> float:
+        """Dense float32 bytes of the original network over the artifact's bytes."""
+        return float(self.report["ratio"])
+
+
+def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance: float = DEFAULT_TOLERANCE,
+             seconds: float | None = None, epochs: int | None = None, seed: int = 0,
+             reporter: Reporter | None = None, options: Options | None = None,
+             config: TrainConfig | None = None, clock: Callable[[], float] = time.monotonic) -> Compressed:
+    """Compress a trained network (NeuNetS' fine-grained synthesis; Han et al.'s Deep Compression, 2016).
+
+    Stages, each kept only when the retrained network's validation accuracy is at least the original's minus
+    ``tolerance`` (a fraction: 0.005 = 0.5 points): remove the least important filters and units; prune each
+    neuron to its N most important inputs (N per layer, in rounds); share each layer's weights among k values
+    (k per layer, 2-256). Every compressed start computes what it replaces (verified). Retraining spends either
+    ``seconds`` of wall clock or ``epochs`` (reproducible with ``seed``); ``config`` gives the base training
+    hyper-parameters (the learning rate is scaled by ``options.lr_scale``). A ``Cancelled`` raised by
+    ``reporter`` ends the run with the best accepted network so far; ``Stopped`` propagates.
+    """
+    options = options or Options()
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    ctx = Context(data, Allowance(seconds, epochs, clock), options, config or TrainConfig(), reporter, seed)
+    start = ctx.state(spec, variables, Reparam())
+    ctx.floor = start.accuracy - tolerance
+    ctx.reporter.stage("compressing")
+    best, stop_reason = start, "completed"
+    enabled = [(s, share) for s, share, on in zip((filter_stage, connection_stage, bucket_stage), options.shares,
+                                                   (options.filters, options.connections, options.buckets),
+                                                   strict=True) if on]
+    total = sum(share for _, share in enabled) or 1.0
+    end = 0.0
+    try:
+        for stage, share in enabled:
+            end += share / total
+            ctx.until = min(end, 1.0)
+            best = stage(ctx, best)
+    except Cancelled:
+        stop_reason = "cancelled"
+    return finish(ctx, start, best, stop_reason, tolerance)
+
+
+def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float) -> Compressed:
+    """Pack the accepted network, check the artifact decodes to it bit for bit, measure both variants."""
+    packed = artifact.encode(best.spec, best.variables, best.reparam)
+    check_round_trip(packed, best)
+    x, y = ctx.data.x_val, ctx.data.y_val
+    before, _ = figures(start.spec, start.variables, None, x, y)
+    after, delivered = figures(best.spec, best.variables, best.reparam, x, y, packed)
+    report = {"tolerance": tolerance, "val_accuracy_before": start.accuracy, "val_accuracy_after": best.accuracy,
+              "ratio": before["dense_bytes"] / after["compressed_bytes"], "before": before, "after": after,
+              "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
+              "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},
+              "stop_reason": stop_reason}
+    ctx.reporter.event("compressed", {k: report[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
+    return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, report, stop_reason)
+
+
+def check_round_trip(packed: bytes, state: State) -> None:
+    """Raise ``RuntimeError`` unless ``packed`` decodes to exactly ``state``'s spec and variables."""
+    decoded = artifact.decode(packed)
+    want = {k: tree.flatten(v) for k, v in state.variables.items()}
+    got = {k: tree.flatten(v) for k, v in decoded.variables.items()}
+    same = decoded.spec.to_json() == state.spec.to_json() and want.keys() == got.keys() and all(
+        want[k].keys() == got[k].keys()
+        and all(np.asarray(want[k][p], np.float32).tobytes() == got[k][p].tobytes() for p in want[k])
+        for k in want)
+    if not same:
+        raise RuntimeError("the compressed artifact does not decode to the compressed network")

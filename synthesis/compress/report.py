@@ -1,0 +1,48 @@
+"""Before / after figures of a compression: size in every form, compute, measured latency, accuracy."""
+
+from __future__ import annotations
+
+import gzip
+from typing import Any
+
+import numpy as np
+
+from core import artifact, tree
+from core.analysis import analyse
+from core.reparam import Reparam
+from core.spec import Spec
+from synthesis.deliver import Delivered, deliver
+
+
+def nonzero_macs(spec: Spec, variables: dict[str, Any]) -> int:
+    """Multiply-adds with pruned weights skipped: each layer's MACs times its kernel's density."""
+    params = variables["params"]
+    total = 0
+    for cost in analyse(spec).nodes:
+        node = params.get(cost.node, {})
+        leaves = [np.asarray(a) for p, a in tree.flatten(node).items() if p.endswith(("kernel", "embedding"))
+                  and np.ndim(a) >= 2] if isinstance(node, dict) else []
+        size = sum(a.size for a in leaves)
+        density = sum(np.count_nonzero(a) for a in leaves) / size if size else 1.0
+        total += round(cost.macs * density)
+    return total
+
+
+def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, x: np.ndarray, y: np.ndarray,
+            packed: bytes | None = None) -> tuple[dict[str, Any], Delivered]:
+    """Return a variant's figures and its delivered form (ONNX export verified against the network on ``x``).
+
+    ``accuracy`` is on ``(x, y)``; ``dense_bytes`` the float32 size of every variable; ``compressed_bytes`` the
+    :mod:`core.artifact` size (``packed``, or encoded here); ``onnx_gzip_bytes`` the gzip'd ONNX export.
+    """
+    delivered = deliver(spec, variables, x, y, x[:64])
+    info = analyse(spec)
+    flat = [np.asarray(a) for kind in ("params", "batch_stats") for a in tree.flatten(variables.get(kind, {})).values()]
+    packed = packed if packed is not None else artifact.encode(spec, variables, reparam)
+    m = delivered.metrics
+    out = {"params": info.params, "nonzeros": int(sum(np.count_nonzero(a) for a in flat)),
+           "dense_bytes": 4 * (info.params + info.state), "compressed_bytes": len(packed),
+           "onnx_bytes": m["onnx_bytes"], "onnx_gzip_bytes": len(gzip.compress(delivered.onnx, 9)),
+           "macs": info.macs, "macs_nonzero": nonzero_macs(spec, variables), "latency_ms": m["latency_ms"],
+           "accuracy": m["test_accuracy"], "onnx_max_abs_diff": m["onnx_max_abs_diff"]}
+    return out, delivered

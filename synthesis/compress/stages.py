@@ -1,0 +1,63 @@
+"""The three stages, each accepted only when its retrained network is within the tolerance, else rolled back and
+retried more gently: filters, connections (iterated), buckets."""
+
+from __future__ import annotations
+
+from synthesis.compress.buckets import choose_buckets
+from synthesis.compress.connections import prune_round
+from synthesis.compress.context import Context, State
+from synthesis.compress.filters import select_filters
+from synthesis.compress.retrain import retrain
+
+ATTEMPTS = 2
+
+
+def filter_stage(ctx: Context, state: State) -> State:
+    """Remove filters and units (physically), retrain; halve the slack once if that misses the tolerance."""
+    slack = ctx.options.filter_slack
+    for _ in range(ATTEMPTS):
+        if ctx.stop():
+            break
+        candidate, removed = select_filters(ctx, state, slack)
+        if not removed:
+            break
+        ctx.reporter.event("compress_filters", {"removed": {n: len(u) for n, u in removed.items()}})
+        trained = retrain(ctx, candidate, ctx.options.shares[0] / ATTEMPTS, "filters")
+        if trained.accuracy >= ctx.floor:
+            return trained
+        slack /= 2
+    return state
+
+
+def connection_stage(ctx: Context, state: State) -> State:
+    """Prune connections in rounds, each retrained; a round that misses the tolerance is undone and the slack
+    halved."""
+    slack, rounds = ctx.options.prune_slack, ctx.options.prune_rounds
+    for _ in range(rounds):
+        if ctx.stop():
+            break
+        candidate = prune_round(ctx, state, slack)
+        if candidate is None:
+            break
+        trained = retrain(ctx, candidate, ctx.options.shares[1] / max(rounds, 1), "connections")
+        if trained.accuracy >= ctx.floor:
+            state = trained
+        else:
+            slack /= 2
+    return state
+
+
+def bucket_stage(ctx: Context, state: State) -> State:
+    """Bucket the weights, retrain the codebooks; halve the slack once if that misses the tolerance."""
+    slack = ctx.options.bucket_slack
+    for _ in range(ATTEMPTS):
+        if ctx.stop():
+            break
+        candidate = choose_buckets(ctx, state, slack)
+        if candidate is None:
+            break
+        trained = retrain(ctx, candidate, ctx.options.shares[2] / ATTEMPTS, "buckets")
+        if trained.accuracy >= ctx.floor:
+            return trained
+        slack /= 2
+    return state

@@ -1,0 +1,129 @@
+"""The compressed model format: exact round trips, packed sizes, and refusal of bytes it did not write."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from core import artifact, packing, tree
+from core.checkpoint import variable_shapes
+from core.errors import CheckpointError
+from core.graph import validate
+from core.reparam import Reparam, materialise, quantise, trainable
+from core.spec import Spec
+
+
+def cnn() -> Spec:
+    return Spec.from_dict({"input": {"shape": [8, 8, 1]}, "output": {"node": "logits", "num_classes": 3}, "nodes": [
+        {"id": "c1", "op": "conv2d", "inputs": ["input"], "params": {"filters": 8}},
+        {"id": "bn", "op": "batch_norm", "inputs": ["c1"]},
+        {"id": "r", "op": "activation", "inputs": ["bn"], "params": {"fn": "relu"}},
+        {"id": "flat", "op": "flatten", "inputs": ["r"]},
+        {"id": "h", "op": "dense", "inputs": ["flat"], "params": {"units": 40}},
+        {"id": "logits", "op": "dense", "inputs": ["h"], "params": {"units": 3}}]})
+
+
+def compressed_model(density: float = 0.1, k: int = 16) -> tuple[Spec, dict[str, Any], Reparam]:
+    """Random variables with h/kernel pruned and shared, c1/kernel shared, logits/kernel pruned only."""
+    spec = cnn()
+    rng = np.random.default_rng(0)
+    variables: dict[str, Any] = {}
+    for kind, shapes in variable_shapes(validate(spec)).items():
+        variables[kind] = tree.unflatten({p: jnp.asarray(rng.normal(size=s).astype(np.float32))
+                                          for p, s in shapes.items()})
+    params = tree.flatten(variables["params"])
+    masks = {"h/kernel": jnp.asarray((rng.random(params["h/kernel"].shape) < density).astype(np.float32)),
+             "logits/kernel": jnp.asarray((rng.random(params["logits/kernel"].shape) < 0.5).astype(np.float32))}
+    indices = {p: quantise(params[p], k, mask=masks.get(p))[1] for p in ("h/kernel", "c1/kernel")}
+    reparam = Reparam(masks, indices, {"h/kernel": k, "c1/kernel": k})
+    variables["params"] = materialise(trainable(variables["params"], reparam), reparam)
+    return spec, variables, reparam
+
+
+def bits(x: Any) -> bytes:
+    return np.asarray(x, np.float32).tobytes()
+
+
+def test_round_trip_is_bit_exact_with_masks_codebooks_and_batch_stats() -> None:
+    spec, variables, reparam = compressed_model()
+    decoded = artifact.decode(artifact.encode(spec, variables, reparam))
+    assert decoded.spec.to_json() == spec.to_json()
+    for kind in ("params", "batch_stats"):
+        want, got = tree.flatten(variables[kind]), tree.flatten(decoded.variables[kind])
+        assert want.keys() == got.keys()
+        for path in want:
+            assert bits(want[path]) == bits(got[path]), path
+    assert decoded.reparam is not None
+    assert set(decoded.reparam.masks) == set(reparam.masks)
+    for path, mask in reparam.masks.items():
+        np.testing.assert_array_equal(np.asarray(decoded.reparam.masks[path]), np.asarray(mask))
+    assert dict(decoded.reparam.sizes) == dict(reparam.sizes)
+    for path, idx in reparam.indices.items():
+        live = np.asarray(reparam.masks[path]) != 0 if path in reparam.masks else slice(None)
+        np.testing.assert_array_equal(np.asarray(decoded.reparam.indices[path])[live], np.asarray(idx)[live])
+
+
+def test_negative_zero_and_unmasked_exact_zeros_survive() -> None:
+    spec, variables, _ = compressed_model()
+    flat = tree.flatten(variables["params"])
+    kernel = np.asarray(flat["h/kernel"]).copy()
+    kernel[0, :3] = [-0.0, 0.0, np.float32(1e-38)]
+    flat["h/kernel"] = kernel
+    variables["params"] = tree.unflatten(flat)
+    decoded = artifact.decode(artifact.encode(spec, variables))
+    assert bits(tree.flatten(decoded.variables["params"])["h/kernel"]) == bits(kernel)
+
+
+def test_shared_sparse_layer_costs_about_its_packed_bits() -> None:
+    spec, variables, reparam = compressed_model(density=0.05, k=16)
+    size = len(artifact.encode(spec, variables, reparam))
+    dense = 4 * sum(np.size(a) for kind in variables.values() for a in tree.flatten(kind).values())
+    h = int(np.count_nonzero(np.asarray(reparam.masks["h/kernel"])))
+    assert h * 4 / 8 < size < dense / 8  # at most 4 bits per kept weight plus masks, the rest, the spec
+    plain = len(artifact.encode(spec, variables, Reparam(reparam.masks)))
+    assert size < plain  # sharing pays
+
+
+def test_gap_coded_masks_beat_bitmaps_when_sparse_and_both_round_trip() -> None:
+    rng = np.random.default_rng(3)
+    sparse = rng.random(100_000) < 0.002
+    assert len(packing.pack_gaps(sparse)) < len(packing.pack_bitmap(sparse))
+    dense = rng.random(1000) < 0.7
+    assert len(packing.pack_bitmap(dense)) < len(packing.pack_gaps(dense))
+    for live in (sparse, dense, np.zeros(17, bool), np.ones(9, bool)):
+        np.testing.assert_array_equal(packing.unpack_gaps(packing.pack_gaps(live), live.size), live)
+        np.testing.assert_array_equal(packing.unpack_bitmap(packing.pack_bitmap(live), live.size), live)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 16, 200, 256])
+def test_indices_take_ceil_log2_k_bits(k: int) -> None:
+    values = np.random.default_rng(k).integers(0, k, 1001)
+    packed = packing.pack_bits(values, packing.bits_for(k))
+    assert len(packed) == math.ceil(1001 * math.ceil(math.log2(k)) / 8)
+    np.testing.assert_array_equal(packing.unpack_bits(packed, packing.bits_for(k), 1001), values)
+    for data in (b"", bytes(range(256)) * 40):
+        codec, payload = packing.squeeze(data)
+        assert packing.unsqueeze(codec, payload) == data and len(payload) <= len(data)
+
+
+def test_values_where_the_mask_prunes_are_refused() -> None:
+    spec, variables, reparam = compressed_model()
+    flat = tree.flatten(variables["params"])
+    kernel = np.asarray(flat["logits/kernel"]).copy()
+    kernel[np.asarray(reparam.masks["logits/kernel"]) == 0] = 1.0
+    flat["logits/kernel"] = kernel
+    variables["params"] = tree.unflatten(flat)
+    with pytest.raises(CheckpointError, match="mask"):
+        artifact.encode(spec, variables, reparam)
+
+
+def test_corrupt_or_foreign_bytes_are_refused() -> None:
+    spec, variables, reparam = compressed_model()
+    data = artifact.encode(spec, variables, reparam)
+    for bad in (b"", b"PK\x03\x04" + data[4:], data[:-5], data + b"\x00", data[:4] + b"\x09" + data[5:]):
+        with pytest.raises(CheckpointError):
+            artifact.decode(bad)

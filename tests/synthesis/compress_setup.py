@@ -1,0 +1,74 @@
+"""A small trained network on scikit-learn's digits for the compression tests, and a reporter that records."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from sklearn.datasets import load_digits
+
+from core.data import Dataset
+from core.model import build
+from core.reparam import Reparam
+from core.spec import Spec
+from core.train_config import TrainConfig
+from core.training import train
+from synthesis.compress.context import Allowance, Context, Options, State
+
+
+def mlp(hidden: int = 32) -> Spec:
+    return Spec.from_dict({"name": "mlp", "input": {"shape": [8, 8, 1], "scale": 1 / 16},
+                           "output": {"node": "logits", "num_classes": 10}, "nodes": [
+        {"id": "flat", "op": "flatten", "inputs": ["input"]},
+        {"id": "h", "op": "dense", "inputs": ["flat"], "params": {"units": hidden}},
+        {"id": "relu", "op": "activation", "inputs": ["h"], "params": {"fn": "relu"}},
+        {"id": "logits", "op": "dense", "inputs": ["relu"], "params": {"units": 10}}]})
+
+
+@functools.cache
+def digits() -> Dataset:
+    d = load_digits()
+    x, y = d.images.astype(np.float32)[..., None], d.target.astype(np.int32)
+    perm = np.random.default_rng(0).permutation(len(x))
+    return Dataset(x[perm[:1400]], y[perm[:1400]], x[perm[1400:]], y[perm[1400:]])
+
+
+@functools.cache
+def trained() -> tuple[Spec, dict[str, Any]]:
+    spec = mlp()
+    result = train(build(spec), digits(), TrainConfig(epochs=25, learning_rate=3e-3, patience=None, batch_size=64))
+    return spec, result.variables
+
+
+class Recorder:
+    """Keeps every event; raises ``error`` at the ``fail_at``-th progress report."""
+
+    def __init__(self, fail_at: int = 0, error: Exception | None = None) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.calls, self.fail_at, self.error = 0, fail_at, error
+
+    def stage(self, name: str) -> None:
+        self.events.append(("stage", {"name": name}))
+
+    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
+        self.calls += 1
+        if self.error is not None and self.calls == self.fail_at:
+            raise self.error
+
+    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        self.events.append((kind, dict(payload)))
+
+
+def context(epochs: int = 6, reporter: Recorder | None = None, **options: Any) -> Context:
+    return Context(digits(), Allowance(epochs=epochs), Options(**options), TrainConfig(batch_size=64),
+                   reporter or Recorder())
+
+
+def start(ctx: Context, spec: Spec | None = None, variables: dict[str, Any] | None = None) -> State:
+    if spec is None or variables is None:
+        spec, variables = trained()
+    state = ctx.state(spec, variables, Reparam())
+    ctx.floor = state.accuracy - 0.005
+    return state

@@ -1,0 +1,68 @@
+"""compress() end to end: the chosen network honours the tolerance on validation, its artifact decodes to it, a
+cancellation still delivers, budgets are counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core import artifact, tree
+from core.evaluation import evaluate
+from core.model import build
+from core.onnx_run import OnnxClassifier
+from core.train_config import TrainConfig
+from synthesis.compress import Allowance, Options, compress
+from synthesis.progress import Cancelled, Stopped
+from tests.synthesis.compress_setup import Recorder, digits, trained
+
+
+def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> None:
+    spec, variables = trained()
+    data = digits()
+    recorder = Recorder()
+    c = compress(spec, variables, data, tolerance=0.02, epochs=6, seed=1, reporter=recorder,
+                 options=Options(prune_rounds=2), config=TrainConfig(batch_size=64, learning_rate=3e-3))
+    before = evaluate(build(spec), variables, data.x_val, data.y_val)["accuracy"]
+    after = evaluate(build(c.spec), c.variables, data.x_val, data.y_val)["accuracy"]
+    assert after >= before - 0.02
+    assert c.report["val_accuracy_after"] == pytest.approx(after)
+    assert c.stop_reason == "completed" and c.ratio > 1.5
+    decoded = artifact.decode(c.artifact)
+    for path, leaf in tree.flatten(c.variables["params"]).items():
+        assert np.asarray(leaf, np.float32).tobytes() == tree.flatten(decoded.variables["params"])[path].tobytes()
+    onnx = OnnxClassifier(c.onnx).predict(data.x_val)
+    assert np.mean(onnx == data.y_val) == pytest.approx(after, abs=2 / len(data.y_val))
+    b, a = c.report["before"], c.report["after"]
+    assert a["nonzeros"] < b["nonzeros"] and a["compressed_bytes"] == len(c.artifact)
+    assert c.report["ratio"] == pytest.approx(b["dense_bytes"] / a["compressed_bytes"])
+    for key in ("params", "macs", "macs_nonzero", "onnx_gzip_bytes", "latency_ms", "accuracy"):
+        assert a[key] is not None and b[key] is not None
+    assert [k for k, _ in recorder.events if k.startswith("compress")]
+
+
+def test_a_cancellation_delivers_the_best_accepted_network_and_stopped_propagates() -> None:
+    spec, variables = trained()
+    data = digits()
+    cancelled = compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Cancelled()))
+    assert cancelled.stop_reason == "cancelled"
+    assert cancelled.report["val_accuracy_after"] >= cancelled.report["val_accuracy_before"] - 0.005
+    with pytest.raises(Stopped):
+        compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Stopped()),
+                 options=Options(filters=False))
+
+
+def test_allowance_counts_epochs_and_seconds() -> None:
+    epochs = Allowance(epochs=10)
+    assert epochs.grant(0.25, 30) == (2, None) or epochs.grant(0.25, 30) == (3, None)
+    epochs.spend(9)
+    assert epochs.grant(0.5, 30) == (1, None) and not epochs.expired()
+    epochs.spend(1)
+    assert epochs.expired() and epochs.grant(0.5, 30)[0] == 0
+    now = [0.0]
+    seconds = Allowance(seconds=100, clock=lambda: now[0])
+    assert seconds.grant(0.2, 30) == (30, 20.0)
+    now[0] = 50.0
+    assert seconds.grant(0.5, 30, until=0.6) == (30, pytest.approx(10.0))
+    assert seconds.expired(until=0.5) and not seconds.expired()
+    with pytest.raises(ValueError):
+        Allowance()

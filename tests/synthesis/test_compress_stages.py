@@ -1,0 +1,125 @@
+"""Each compression stage does what it claims: at most N inputs per neuron, at most k values per layer, outputs
+kept at every hand-over, the redundant units found and removed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from core import tree
+from core.reparam import Reparam, quantise
+from core.spec import Spec
+from core.surgery import remove_units_many, zero_units
+from synthesis.compress.buckets import choose_buckets
+from synthesis.compress.choose import per_layer
+from synthesis.compress.connections import prune_round, top_n
+from synthesis.compress.filters import ranking, select_filters
+from synthesis.compress.importance import unit_importance
+from synthesis.compress.reinit import ReinitError, compressed_start, verify_same_outputs
+from synthesis.compress.retrain import retrain
+from tests.synthesis.compress_setup import Recorder, context, mlp, start, trained
+
+
+def test_per_layer_takes_each_layers_furthest_passing_setting_then_backs_off_together() -> None:
+    grids = {"a": list(range(8)), "b": list(range(8))}
+    def score(choice: Mapping[str, int]) -> float:
+        return 1.0 - 0.1 * choice.get("a", 0) - 0.05 * choice.get("b", 0)
+
+    chosen = per_layer(grids, score, floor=0.7, stop=lambda: False)
+    # alone: a may go to 3 (0.7), b to 6 (0.7); together they back off until 1 - 0.1 a - 0.05 b >= 0.7
+    assert score(chosen) >= 0.7
+    assert chosen == {"a": 1, "b": 4}
+    assert per_layer(grids, score, floor=0.7, stop=lambda: True) == {"a": 0, "b": 0}
+
+
+def test_after_pruning_every_neuron_has_at_most_n_nonzero_inputs() -> None:
+    recorder = Recorder()
+    ctx = context(reporter=recorder)
+    pruned = prune_round(ctx, start(ctx), slack=0.05)
+    assert pruned is not None
+    (incoming,) = [p["incoming"] for kind, p in recorder.events if kind == "compress_prune"]
+    params = tree.flatten(pruned.variables["params"])
+    assert incoming and any(n < params[p].shape[0] for p, n in incoming.items())
+    for path, n in incoming.items():
+        assert int((np.asarray(params[path]) != 0).sum(axis=0).max()) <= n
+        np.testing.assert_array_equal(np.asarray(pruned.reparam.masks[path]) != 0, np.asarray(params[path]) != 0)
+    retrained = retrain(ctx, pruned, 0.5, "test")  # training holds the masks
+    for path, n in incoming.items():
+        kernel = np.asarray(tree.flatten(retrained.variables["params"])[path])
+        assert int((kernel != 0).sum(axis=0).max()) <= n
+
+
+def test_top_n_keeps_the_largest_inputs_of_each_neuron() -> None:
+    w = np.array([[1.0, -5.0], [-3.0, 0.5], [2.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(top_n(w, 2, "h/kernel"), [[0, 1], [1, 0], [1, 1]])
+    qkv = np.arange(24, dtype=np.float32).reshape(4, 2, 3)  # attention: (inputs, heads, head dim)
+    assert top_n(qkv, 1, "att/query/kernel").sum(axis=0).tolist() == [[1, 1, 1], [1, 1, 1]]
+
+
+def test_bucketing_leaves_at_most_k_distinct_values_per_layer_through_training() -> None:
+    ctx = context()
+    state = start(ctx)
+    shared = choose_buckets(ctx, state, slack=0.02)
+    assert shared is not None and shared.reparam.sizes
+    for variables in (shared.variables, retrain(ctx, shared, 0.5, "test").variables):
+        params = tree.flatten(variables["params"])
+        for path, k in shared.reparam.sizes.items():
+            assert 2 <= k <= 256
+            assert len(np.unique(np.asarray(params[path]))) <= k
+
+
+def test_reinitialisation_keeps_the_outputs_and_a_change_is_caught() -> None:
+    ctx = context()
+    spec, variables = trained()
+    params = tree.flatten(variables["params"])
+    mask = jnp.asarray(top_n(params["h/kernel"], 10, "h/kernel"))
+    reparam = Reparam({"h/kernel": mask}, {"logits/kernel": quantise(params["logits/kernel"], 8)[1]},
+                      {"logits/kernel": 8})
+    begun = {**variables, "params": compressed_start(variables["params"], reparam)}
+    again = {**variables, "params": compressed_start(begun["params"], reparam)}
+    assert verify_same_outputs(ctx, (spec, begun), (spec, again)) <= 1e-6
+    zeroed = zero_units(spec, variables, "h", [0, 5, 9])
+    smaller = remove_units_many(spec, zeroed, {"h": [u for u in range(32) if u not in (0, 5, 9)]})
+    verify_same_outputs(ctx, (spec, zeroed), smaller)
+    with pytest.raises(ReinitError):
+        verify_same_outputs(ctx, (spec, variables), (spec, zeroed))
+
+
+def widened(redundant: list[int]) -> tuple[Spec, dict[str, Any]]:
+    """The trained MLP with extra hidden units at ``redundant``: half never fire, half feed nothing."""
+    _spec, variables = trained()
+    p = tree.flatten(variables["params"])
+    rng = np.random.default_rng(5)
+    width = 32 + len(redundant)
+    useful = [u for u in range(width) if u not in redundant]
+    kernel, bias, out = (np.zeros((64, width), np.float32), np.zeros(width, np.float32),
+                         np.zeros((width, 10), np.float32))
+    kernel[:, useful], bias[useful], out[useful] = p["h/kernel"], p["h/bias"], p["logits/kernel"]
+    for i, u in enumerate(redundant):
+        kernel[:, u] = rng.normal(0, 0.3, 64)
+        if i % 2:  # dead: inputs are non-negative pixels, so a negative kernel and bias never fire
+            kernel[:, u], bias[u] = -np.abs(kernel[:, u]), -1.0
+            out[u] = rng.normal(0, 0.5, 10)
+    params = {"h": {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)},
+              "logits": {"kernel": jnp.asarray(out), "bias": p["logits/bias"]}}
+    return mlp(width), {"params": params}
+
+
+def test_the_redundant_units_are_ranked_last_and_removed() -> None:
+    redundant = [2, 9, 13, 20, 27, 31, 35, 38]
+    spec, variables = widened(redundant)
+    ctx = context()
+    state = start(ctx, spec, variables)
+    importance = unit_importance(ctx, state.spec, state.variables, ["h"], "taylor")["h"]
+    useful = np.delete(importance, redundant)
+    assert np.all(importance[redundant] == 0.0) and np.all(importance[redundant] <= useful.min())
+    order = ranking(ctx, state)["h"].tolist()
+    zero = int(np.sum(importance == 0.0))  # units of the trained network that never fire count as redundant too
+    assert set(redundant) <= set(order[:zero])
+    smaller, removed = select_filters(ctx, state, slack=0.0)
+    assert set(redundant) <= set(removed["h"])
+    assert smaller.accuracy >= state.accuracy
