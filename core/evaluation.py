@@ -19,7 +19,7 @@ from core.model import Model
 
 def evaluate(
     model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, *,
-    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
+    batch_size: int = 1024, devices: Sequence[parallel.Device] | None = None,
 ) -> dict[str, float]:
     """Return ``{"loss", "accuracy"}`` of ``model`` on ``(x, y)`` in eval mode.
 
@@ -30,7 +30,7 @@ def evaluate(
 
 def predict_proba(
     model: Model, variables: dict[str, Any], x: np.ndarray, *,
-    batch_size: int = 1024, devices: Sequence[jax.Device] | None = None,
+    batch_size: int = 1024, devices: Sequence[parallel.Device] | None = None,
 ) -> np.ndarray:
     """Return the class probabilities ``[N, num_classes]`` (float32) of ``model`` on ``x``."""
     mesh = parallel.data_mesh(devices)

@@ -13,7 +13,7 @@ and ignores the padding).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +24,11 @@ AXIS = "data"
 """Name of the mesh axis the batch is split over."""
 
 T = TypeVar("T")
+Device: TypeAlias = Any
+"""A JAX device (`jax.Device`; jaxlib 0.10 ships no type stubs for it, so type checkers see a variable)."""
 
 
-def data_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+def data_mesh(devices: Sequence[Device] | None = None) -> Mesh:
     """Return a 1-D mesh named ``"data"`` over ``devices`` (default: every local device)."""
     devs = list(jax.local_devices() if devices is None else devices)
     if not devs:

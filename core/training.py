@@ -156,7 +156,7 @@ def train(
     variables: dict[str, Any] | None = None,
     reparam: rp.Reparam | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[parallel.Device] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` and return the best validation epoch's weights.
 
