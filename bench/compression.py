@@ -24,14 +24,13 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from peers import datasets
-from synthesis_quality import environment
+from synthesis_quality import LogReporter, environment
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "compression.json"
@@ -63,21 +62,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
     p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
     return p.parse_args(argv)
-
-
-class LogReporter:
-    """Writes compression events to stderr."""
-
-    def stage(self, name: str) -> None:
-        """Log a stage."""
-        print(f"  stage {name}", file=sys.stderr, flush=True)
-
-    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
-        """Progress is not logged."""
-
-    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """Log an event, shortened."""
-        print(f"  {kind} {json.dumps(payload, default=str)[:400]}", file=sys.stderr, flush=True)
 
 
 def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:

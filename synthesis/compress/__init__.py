@@ -4,8 +4,8 @@ retrained within an accuracy tolerance and packed into the compressed artifact (
 Entry point: :func:`compress` returning a :class:`Compressed`.
 """
 
-from synthesis.compress.context import Allowance, Options
+from synthesis.compress.context import Options, grant
 from synthesis.compress.pipeline import DEFAULT_TOLERANCE, Compressed, compress
 from synthesis.compress.reinit import ReinitError
 
-__all__ = ["DEFAULT_TOLERANCE", "Allowance", "Compressed", "Options", "ReinitError", "compress"]
+__all__ = ["DEFAULT_TOLERANCE", "Compressed", "Options", "ReinitError", "compress", "grant"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +13,7 @@ from core.model import Model, build
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
+from synthesis.budget import Budget
 from synthesis.progress import NullReporter, Reporter
 
 
@@ -54,46 +53,14 @@ class Options:
             raise ValueError("slacks and rounds must be non-negative")
 
 
-@dataclass
-class Allowance:
-    """The retraining budget: wall-clock ``seconds`` from now, or a number of ``epochs`` (reproducible)."""
-
-    seconds: float | None = None
-    epochs: int | None = None
-    clock: Callable[[], float] = time.monotonic
-    started: float = field(init=False)
-    epochs_used: int = field(init=False, default=0)
-
-    def __post_init__(self) -> None:
-        if (self.seconds is None) == (self.epochs is None):
-            raise ValueError("give either seconds or epochs")
-        if (self.seconds is not None and self.seconds <= 0) or (self.epochs is not None and self.epochs < 1):
-            raise ValueError("the compression budget must be positive")
-        self.started = self.clock()
-
-    def used(self) -> float:
-        """The fraction of the budget spent."""
-        if self.seconds is not None:
-            return min((self.clock() - self.started) / self.seconds, 1.0)
-        return min(self.epochs_used / float(self.epochs or 1), 1.0)
-
-    def expired(self, until: float = 1.0) -> bool:
-        """Whether the budget is spent up to the fraction ``until`` (a stage's end)."""
-        return self.used() >= until
-
-    def grant(self, share: float, max_epochs: int, until: float = 1.0) -> tuple[int, float | None]:
-        """``(epochs, time limit)`` of one retraining worth ``share`` of the whole budget, at most what is left
-        before the fraction ``until``; epochs 0 when nothing is left."""
-        if self.epochs is not None:
-            left = int(self.epochs * until + 1e-9) - self.epochs_used
-            return max(0, min(left, max_epochs, max(1, round(self.epochs * share)))), None
-        seconds = float(self.seconds or 0.0)
-        limit = min(seconds * (until - self.used()), seconds * share)
-        return (max_epochs, limit) if limit > 1.0 else (0, None)
-
-    def spend(self, epochs: int) -> None:
-        """Count retraining epochs against an epoch budget."""
-        self.epochs_used += epochs
+def grant(budget: Budget, share: float, max_epochs: int, until: float = 1.0) -> tuple[int, float | None]:
+    """``(epochs, time limit)`` of one retraining worth ``share`` of the whole ``budget``, at most what is left
+    before the fraction ``until``; epochs 0 when nothing is left."""
+    if budget.epochs is not None:
+        left = budget.epochs_left(until)
+        return max(0, min(left, max_epochs, max(1, round(budget.epochs * share)))), None
+    limit = min(budget.left(until), float(budget.seconds or 0.0) * share)
+    return (max_epochs, limit) if limit > 1.0 else (0, None)
 
 
 @dataclass(frozen=True)
@@ -109,9 +76,9 @@ class State:
 class Context:
     """The data, budget, options and reporter of one compression run, and its cache of compiled models."""
 
-    def __init__(self, data: Dataset, allowance: Allowance, options: Options, config: TrainConfig,
+    def __init__(self, data: Dataset, budget: Budget, options: Options, config: TrainConfig,
                  reporter: Reporter | None = None, seed: int = 0) -> None:
-        self.data, self.allowance, self.options, self.config = data, allowance, options, config
+        self.data, self.budget, self.options, self.config = data, budget, options, config
         self.reporter: Reporter = reporter or NullReporter()
         self.seed = seed
         n = min(len(data.x_val), options.probe_rows // 2)
@@ -136,11 +103,11 @@ class Context:
 
     def stop(self) -> bool:
         """Whether the running stage's share of the budget is spent."""
-        return self.allowance.expired(self.until)
+        return self.budget.used() >= self.until
 
     def tick(self) -> None:
         """Report progress (the reporter may raise ``Cancelled`` or ``Stopped`` here)."""
-        self.reporter.progress(self.allowance.used(), {})
+        self.reporter.progress(min(self.budget.used(), 1.0), {})
 
     def state(self, spec: Spec, variables: dict[str, Any], reparam: Reparam) -> State:
         """A :class:`State` with its validation accuracy measured."""

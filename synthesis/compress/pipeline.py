@@ -14,7 +14,8 @@ from core.data import Dataset
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
-from synthesis.compress.context import Allowance, Context, Options, State
+from synthesis.budget import Budget
+from synthesis.compress.context import Context, Options, State
 from synthesis.compress.report import figures
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
@@ -61,7 +62,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     options = options or Options()
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    ctx = Context(data, Allowance(seconds, epochs, clock), options, config or TrainConfig(), reporter, seed)
+    ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
     start = ctx.state(spec, variables, Reparam())
     ctx.floor = start.accuracy - tolerance
     ctx.reporter.stage("compressing")

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from core.train_config import Progress
 from core.training import train
-from synthesis.compress.context import Context, State
+from synthesis.compress.context import Context, State, grant
 
 
 def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
     """Return ``state`` fine-tuned for ``share`` of the budget (at a ``lr_scale`` of the base learning rate, early
     stopping on validation accuracy), or ``state`` itself when that validates better or nothing is left."""
-    epochs, limit = ctx.allowance.grant(share, ctx.options.max_epochs, ctx.until)
+    epochs, limit = grant(ctx.budget, share, ctx.options.max_epochs, ctx.until)
     if epochs == 0:
         return state
     ctx.seed += 1
@@ -26,7 +26,7 @@ def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
 
     result = train(ctx.model(state.spec), ctx.data, config, variables=state.variables, reparam=held,
                    on_progress=hook)
-    ctx.allowance.spend(len(result.history))
+    ctx.budget.spend_epochs(len(result.history))
     trained = ctx.state(state.spec, result.variables, r)
     ctx.reporter.event("compress_retrain", {"stage": stage, "epochs": len(result.history),
                                             "stop_reason": result.stop_reason, "val_accuracy": trained.accuracy,

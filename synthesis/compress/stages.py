@@ -3,6 +3,8 @@ retried more gently: filters, connections (iterated), buckets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from synthesis.compress.buckets import choose_buckets
 from synthesis.compress.connections import prune_round
 from synthesis.compress.context import Context, State
@@ -12,21 +14,34 @@ from synthesis.compress.retrain import retrain
 ATTEMPTS = 2
 
 
-def filter_stage(ctx: Context, state: State) -> State:
-    """Remove filters and units (physically), retrain; halve the slack once if that misses the tolerance."""
-    slack = ctx.options.filter_slack
+def _attempts(ctx: Context, state: State, stage: str, slack: float, share: float,
+              choose: Callable[[Context, State, float], State | None]) -> State:
+    """Up to ATTEMPTS tries of ``choose`` then retraining, halving the slack after a miss; ``state`` when none
+    is within the tolerance."""
     for _ in range(ATTEMPTS):
         if ctx.stop():
             break
-        candidate, removed = select_filters(ctx, state, slack)
-        if not removed:
+        candidate = choose(ctx, state, slack)
+        if candidate is None:
             break
-        ctx.reporter.event("compress_filters", {"removed": {n: len(u) for n, u in removed.items()}})
-        trained = retrain(ctx, candidate, ctx.options.shares[0] / ATTEMPTS, "filters")
+        trained = retrain(ctx, candidate, share / ATTEMPTS, stage)
         if trained.accuracy >= ctx.floor:
             return trained
         slack /= 2
     return state
+
+
+def _filters(ctx: Context, state: State, slack: float) -> State | None:
+    candidate, removed = select_filters(ctx, state, slack)
+    if not removed:
+        return None
+    ctx.reporter.event("compress_filters", {"removed": {n: len(u) for n, u in removed.items()}})
+    return candidate
+
+
+def filter_stage(ctx: Context, state: State) -> State:
+    """Remove filters and units (physically), retrain; halve the slack once if that misses the tolerance."""
+    return _attempts(ctx, state, "filters", ctx.options.filter_slack, ctx.options.shares[0], _filters)
 
 
 def connection_stage(ctx: Context, state: State) -> State:
@@ -49,15 +64,4 @@ def connection_stage(ctx: Context, state: State) -> State:
 
 def bucket_stage(ctx: Context, state: State) -> State:
     """Bucket the weights, retrain the codebooks; halve the slack once if that misses the tolerance."""
-    slack = ctx.options.bucket_slack
-    for _ in range(ATTEMPTS):
-        if ctx.stop():
-            break
-        candidate = choose_buckets(ctx, state, slack)
-        if candidate is None:
-            break
-        trained = retrain(ctx, candidate, ctx.options.shares[2] / ATTEMPTS, "buckets")
-        if trained.accuracy >= ctx.floor:
-            return trained
-        slack /= 2
-    return state
+    return _attempts(ctx, state, "buckets", ctx.options.bucket_slack, ctx.options.shares[2], choose_buckets)

@@ -15,7 +15,8 @@ from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
 from core.training import train
-from synthesis.compress.context import Allowance, Context, Options, State
+from synthesis.budget import Budget
+from synthesis.compress.context import Context, Options, State
 
 
 def mlp(hidden: int = 32) -> Spec:
@@ -62,7 +63,7 @@ class Recorder:
 
 
 def context(epochs: int = 6, reporter: Recorder | None = None, **options: Any) -> Context:
-    return Context(digits(), Allowance(epochs=epochs), Options(**options), TrainConfig(batch_size=64),
+    return Context(digits(), Budget(epochs=epochs), Options(**options), TrainConfig(batch_size=64),
                    reporter or Recorder())
 
 

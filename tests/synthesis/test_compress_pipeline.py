@@ -11,7 +11,8 @@ from core.evaluation import evaluate
 from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.train_config import TrainConfig
-from synthesis.compress import Allowance, Options, compress
+from synthesis.budget import Budget
+from synthesis.compress import Options, compress, grant
 from synthesis.progress import Cancelled, Stopped
 from tests.synthesis.compress_setup import Recorder, digits, trained
 
@@ -51,18 +52,18 @@ def test_a_cancellation_delivers_the_best_accepted_network_and_stopped_propagate
                  options=Options(filters=False))
 
 
-def test_allowance_counts_epochs_and_seconds() -> None:
-    epochs = Allowance(epochs=10)
-    assert epochs.grant(0.25, 30) == (2, None) or epochs.grant(0.25, 30) == (3, None)
-    epochs.spend(9)
-    assert epochs.grant(0.5, 30) == (1, None) and not epochs.expired()
-    epochs.spend(1)
-    assert epochs.expired() and epochs.grant(0.5, 30)[0] == 0
+def test_retraining_grants_follow_the_budget() -> None:
+    epochs = Budget(epochs=10)
+    assert grant(epochs, 0.25, 30) == (2, None)
+    epochs.spend_epochs(9)
+    assert grant(epochs, 0.5, 30) == (1, None)
+    assert grant(epochs, 0.5, 30, until=0.5)[0] == 0
+    epochs.spend_epochs(1)
+    assert grant(epochs, 0.5, 30)[0] == 0
     now = [0.0]
-    seconds = Allowance(seconds=100, clock=lambda: now[0])
-    assert seconds.grant(0.2, 30) == (30, 20.0)
+    seconds = Budget(seconds=100, clock=lambda: now[0])
+    assert grant(seconds, 0.2, 30) == (30, 20.0)
     now[0] = 50.0
-    assert seconds.grant(0.5, 30, until=0.6) == (30, pytest.approx(10.0))
-    assert seconds.expired(until=0.5) and not seconds.expired()
-    with pytest.raises(ValueError):
-        Allowance()
+    epochs_granted, limit = grant(seconds, 0.5, 30, until=0.6)
+    assert epochs_granted == 30 and limit == pytest.approx(10.0)
+    assert grant(seconds, 0.5, 30, until=0.5) == (0, None)
