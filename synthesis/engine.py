@@ -15,6 +15,7 @@ from synthesis import space
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.executor import TrialExecutor
+from synthesis.normalise import channel_normalisation
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
 from synthesis.search import Search, SearchConfig, Trial
@@ -64,13 +65,13 @@ def horizon_for(train_rows: int) -> int:
 
 
 def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
-    """The space's view of `task`; images are normalised in the network by the training split's mean and std."""
+    """The space's view of `task`; images are normalised in the network per channel by the training split's
+    mean and std."""
     if task.modality == "text":
         return space.SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size)
-    pixels = task.x[train].astype(np.float32)
-    mean, std = float(pixels.mean()), float(pixels.std()) or 1.0
+    scale, offset = channel_normalisation(task.x, train)
     return space.SpaceInfo("image", tuple(int(d) for d in task.x.shape[1:]), task.num_classes,
-                           scale=1 / std, offset=-mean / std)
+                           scale=scale, offset=offset)
 
 
 def calibrate_latency(info: space.SpaceInfo, example: np.ndarray) -> space.LatencyModel:
@@ -139,7 +140,7 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
     with a schedule sized to the time left, run to its end (the best weights come as the learning rate decays,
     which early stopping would cut off); keep whichever weights validate better."""
     for winner in _ranked(search):
-        end, most = budget.final_end(), 2 * search.config.horizon
+        end, most = budget.final_end(), 10 * search.config.horizon  # small data: hundreds of epochs fit
         if budget.reproducible:
             epochs, time_limit = min(most, max(budget.epochs_left(end), 1)), None
         else:  # as many epochs as fit, so the learning-rate schedule completes before the deadline
