@@ -15,7 +15,11 @@ import numpy as np
 from synthesis.trial import TrialResult
 
 VALIDATION_SHARE = 0.15
-"""Validation after each epoch, as a share of the epoch's training time (a margin for the estimate)."""
+"""Validation after each epoch, as a share of the epoch's training time."""
+
+MARGIN = 0.85
+"""The share of a time limit a schedule is planned to fill: step times vary by a fifth or more on a shared
+machine, and a schedule cut short by its deadline ends at a high learning rate."""
 
 
 @dataclass
@@ -51,5 +55,5 @@ class Pace:
             self.epoch_seconds(macs, samples)
         if per_epoch is None or not math.isfinite(seconds):
             return most
-        usable = (seconds - self.compile_seconds()) / (1 + VALIDATION_SHARE)
+        usable = MARGIN * (seconds - self.compile_seconds()) / (1 + VALIDATION_SHARE)
         return max(1, min(most, int(usable / max(per_epoch, 1e-9))))

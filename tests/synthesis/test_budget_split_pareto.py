@@ -93,10 +93,10 @@ def test_pace_sizes_epochs_to_the_time_left() -> None:
     assert pace.epochs_within(10.0, 1_000, 100, most=24) == 24  # nothing measured yet
     pace.record(1_000, 100, 10, TrialResult(step_s=0.01, compile_s=2.0))  # 10 steps an epoch: 0.1 s
     assert pace.epoch_seconds(1_000, 100) == pytest.approx(0.1)
-    assert pace.epochs_within(4.3, 1_000, 100, most=24) == 20  # (4.3 - 2) / 1.15 / 0.1
+    assert pace.epochs_within(4.3, 1_000, 100, most=24) == 17  # 0.85 * (4.3 - 2) / 1.15 / 0.1
     assert pace.epochs_within(1.0, 1_000, 100, most=24) == 1
-    assert pace.epochs_within(4.3, 2_000, 100, most=24) == 10  # twice the work per sample
+    assert pace.epochs_within(4.3, 2_000, 100, most=24) == 8  # twice the work per sample
     # a network's own measured step time beats the median rate of others (here 4x faster per multiply-add)
     own = TrialResult(step_s=0.0025, compile_s=2.0)
-    assert pace.epochs_within(4.3, 1_000, 100, most=100, measured=own, batch_size=10) == 80
-    assert pace.epochs_within(4.3, 1_000, 100, most=100, measured=TrialResult(), batch_size=10) == 20  # unmeasured
+    assert pace.epochs_within(4.3, 1_000, 100, most=100, measured=own, batch_size=10) == 68
+    assert pace.epochs_within(4.3, 1_000, 100, most=100, measured=TrialResult(), batch_size=10) == 17  # unmeasured
