@@ -7,7 +7,7 @@ from store.package import package_files, package_zip
 
 
 def native_package(model: TrainedModel) -> bytes:
-    """The zip of `model`: spec.json, weights.safetensors, model.onnx, preprocessing.json, labels.json,
-    metrics.json and README.md."""
+    """The zip of `model`: spec.json, its weights (weights.safetensors, or model.nsz for the compressed variant),
+    model.onnx, preprocessing.json, labels.json, metrics.json and README.md."""
     return package_zip(package_files(model.spec, bytes(model.weights), bytes(model.onnx), model.preprocessing,
-                                     list(model.classes), model.metrics))
+                                     list(model.classes), model.metrics, model.variant or "dense"))

@@ -14,6 +14,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from store.base import Base, HasId, UTCDateTime, utcnow
 
 __all__ = [
+    "DEFAULT_TOLERANCE",
+    "VARIANTS",
     "ApiKey",
     "Base",
     "BudgetTier",
@@ -32,6 +34,14 @@ __all__ = [
     "TrialTask",
     "User",
 ]
+
+
+DEFAULT_TOLERANCE = 0.005
+"""A job's default compression tolerance: validation accuracy the compressed model may lose (0.5 points); the
+same as `synthesis.compress.DEFAULT_TOLERANCE` (a test checks), which the store may not import."""
+
+VARIANTS = ("dense", "compressed")
+"""The models a job delivers, in the order the API lists them: the trained network, then its compressed form."""
 
 
 def _enum(cls: type[enum.Enum]) -> Enum:
@@ -157,6 +167,7 @@ class Job(HasId, Base):
     budget_epochs: Mapped[int | None] = mapped_column(Integer)  # reproducible mode: a budget of training epochs
     seed: Mapped[int] = mapped_column(Integer, default=0)
     constraints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    tolerance: Mapped[float] = mapped_column(Float, default=DEFAULT_TOLERANCE)  # compression's accuracy loss
     state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED, index=True)
     stage: Mapped[str | None] = mapped_column(String(64))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
@@ -220,9 +231,11 @@ class TrialTask(HasId, Base):
 
 
 class TrainedModel(HasId, Base):
-    """A trained network a job produced: spec, safetensors weights, ONNX export, preprocessing and metrics.
+    """A trained network a job produced: spec, weights, ONNX export, preprocessing and metrics.
 
-    A job has at most one model per `variant` ("dense", later "compressed"), so a redelivered job never duplicates one.
+    A job has at most one model per `variant` (VARIANTS), so a redelivered job never duplicates one. The weights
+    of a "dense" model are safetensors; those of a "compressed" one the compressed artifact (`core.artifact`,
+    its length the model's bytes), and its metrics hold the compression's before / after report.
     """
 
     __tablename__ = "models"

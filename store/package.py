@@ -28,7 +28,7 @@ README = """\
 | File | What it holds |
 |---|---|
 | `spec.json` | The network spec: input, graph of layers, output (netsynth's JSON model format). |
-| `weights.safetensors` | The trained weights, with the spec in the safetensors metadata. |
+WEIGHTS_ROW
 | `model.onnx` | The same network exported to ONNX, runnable without netsynth. |
 | `preprocessing.json` | How raw inputs become the network's input (image shape, or the text encoder). |
 | `labels.json` | The class names, in the order of the model's outputs. |
@@ -44,15 +44,7 @@ netsynth predict MODEL_DIR INPUT --output preds.csv
 for an image model, a CSV with a `text` column or a TSV / TXT of texts for a text model. Labels (class
 folders, `y`, a `label` column, `text<TAB>label`) are optional; with them the accuracy is printed.
 
-## Loading the weights with netsynth
-
-```python
-from core import checkpoint, model
-
-ckpt = checkpoint.load("weights.safetensors")  # or checkpoint.from_bytes(data)
-net = model.build(ckpt.spec)
-logits, _ = net.apply(ckpt.variables, x)
-```
+LOADING
 
 ## Running model.onnx with onnxruntime
 
@@ -82,8 +74,41 @@ there too).
   are cut or right-padded with 0 to `max_length`.
 """
 
-SPEC, WEIGHTS, ONNX, PREPROCESSING, LABELS, METRICS = (
-    "spec.json", "weights.safetensors", "model.onnx", "preprocessing.json", "labels.json", "metrics.json")
+SPEC, WEIGHTS, ARTIFACT, ONNX, PREPROCESSING, LABELS, METRICS = (
+    "spec.json", "weights.safetensors", "model.nsz", "model.onnx", "preprocessing.json", "labels.json",
+    "metrics.json")
+WEIGHT_FILES = {"dense": WEIGHTS, "compressed": ARTIFACT}
+"""The file a model variant's weights ship as: safetensors, or the compressed artifact (`core.artifact`)."""
+_VARIANT_README = {
+    "dense": ("| `weights.safetensors` | The trained weights, with the spec in the safetensors metadata. |",
+              """## Loading the weights with netsynth
+
+```python
+from core import checkpoint, model
+
+ckpt = checkpoint.load("weights.safetensors")  # or checkpoint.from_bytes(data)
+net = model.build(ckpt.spec)
+logits, _ = net.apply(ckpt.variables, x)
+```
+"""),
+    "compressed": ("| `model.nsz` | The compressed model (pruned, weight-shared; netsynth's compressed format): "
+                   "its size is the model's bytes. |",
+                   """## Loading the compressed model with netsynth
+
+`model.nsz` holds the spec, the masks of the pruned weights, each layer's codebook of shared values and the
+bit-packed indices (the byte layout is `docs/compressed-format.md` in netsynth's repository). Decoding gives
+back the dense-equivalent weights bit for bit (pruned weights are zero); `model.onnx` is the same network.
+`metrics.json` has the compression's before / after report.
+
+```python
+from core import artifact, model
+
+ckpt = artifact.decode(open("model.nsz", "rb").read())
+net = model.build(ckpt.spec)
+logits, _ = net.apply(ckpt.variables, x)
+```
+"""),
+}
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so that the same files always make the same zip
 
 
@@ -104,13 +129,17 @@ def _json(value: Any) -> bytes:
 
 def package_files(
     spec: Mapping[str, Any], weights: bytes, onnx: bytes, preprocessing: Mapping[str, Any], classes: Sequence[str],
-    metrics: Mapping[str, Any],
+    metrics: Mapping[str, Any], variant: str = "dense",
 ) -> dict[str, bytes]:
-    """The package's files by name: README.md, spec.json, weights.safetensors, model.onnx, preprocessing.json,
-    labels.json and metrics.json."""
+    """The package's files by name: README.md, spec.json, the weights (weights.safetensors, or model.nsz for the
+    compressed variant), model.onnx, preprocessing.json, labels.json and metrics.json."""
+    if variant not in WEIGHT_FILES:
+        raise ValueError(f"a model variant is one of {list(WEIGHT_FILES)}, not {variant!r}")
+    row, loading = _VARIANT_README[variant]
+    readme = README.replace("WEIGHTS_ROW", row).replace("LOADING", loading)
     return {
-        "README.md": README.encode("utf-8"), SPEC: _json(spec), WEIGHTS: bytes(weights), ONNX: bytes(onnx),
-        PREPROCESSING: _json(preprocessing), LABELS: _json(list(classes)), METRICS: _json(metrics),
+        "README.md": readme.encode("utf-8"), SPEC: _json(spec), WEIGHT_FILES[variant]: bytes(weights),
+        ONNX: bytes(onnx), PREPROCESSING: _json(preprocessing), LABELS: _json(list(classes)), METRICS: _json(metrics),
     }
 
 

@@ -28,12 +28,16 @@ def tier_for(samples: int) -> str:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Each stage's share of the budget: search, fine synthesis (compression), final training, reports."""
+    """Each stage's share of the budget: search, fine synthesis (compression), final training, reports.
 
-    search: float = 0.6
-    fine: float = 0.0  # compression arrives with the next issue; until then final training gets its share
-    final: float = 0.35
-    reports: float = 0.05  # evaluation, export, its verification and the latency measurement
+    The stages run in the order search, final training, fine synthesis, reports: fine synthesis compresses the
+    trained winner (NeuNetS' order; compressing before final training would prune a half-trained network).
+    """
+
+    search: float = 0.5
+    fine: float = 0.15
+    final: float = 0.3
+    reports: float = 0.05  # evaluation, export, its verification and the latency measurements
 
     def __post_init__(self) -> None:
         shares = (self.search, self.fine, self.final, self.reports)
@@ -98,5 +102,9 @@ class Budget:
         return self.schedule.search
 
     def final_end(self) -> float:
-        """The fraction at which final training (and fine synthesis) must stop; reports get the rest."""
-        return self.schedule.search + self.schedule.fine + self.schedule.final
+        """The fraction of the budget at which final training must stop (fine synthesis follows)."""
+        return self.schedule.search + self.schedule.final
+
+    def fine_end(self) -> float:
+        """The fraction at which fine synthesis (compressing the winner) must stop; reports get the rest."""
+        return self.schedule.search + self.schedule.final + self.schedule.fine

@@ -13,8 +13,10 @@ import numpy as np
 from core.data import Dataset
 from synthesis import space
 from synthesis.budget import Budget
+from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.executor import TrialExecutor
+from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
@@ -45,11 +47,13 @@ class Options:
     latency: space.LatencyModel | None = None  # None: calibrated on this machine from the space's seeds
     test_fraction: float = 0.1  # 0 when the caller keeps its own test set: then all data trains or validates
     executor: TrialExecutor | None = None  # trials on other devices too (time budgets only); None: in-process
+    tolerance: float = DEFAULT_TOLERANCE  # validation accuracy the compressed variant may lose (a fraction)
 
 
 @dataclass(frozen=True)
 class Synthesis:
-    """The delivered model, the search log, the Pareto front, why the search stopped and the split used."""
+    """The delivered model and its compressed variant (None when compression was skipped or failed), the search
+    log, the Pareto front, why the search stopped and the split used."""
 
     model: Delivered
     log: list[dict[str, Any]]
@@ -57,6 +61,7 @@ class Synthesis:
     stop_reason: str
     split: dict[str, int]
     seconds: float
+    compressed: CompressedVariant | None = None
 
 
 def horizon_for(train_rows: int) -> int:
@@ -95,6 +100,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
     search = Search(info, data, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
+    compressed = None
     if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)
         reporter = NullReporter()
@@ -107,15 +113,26 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             search.stop_reason = "cancelled"
             winner, variables = _best_so_far(search)
             reporter = NullReporter()
-        reporter.stage("delivering")
     spec = space.to_spec(winner.candidate, info)
+    if search.stop_reason != "cancelled":
+        base = winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000, time_limit_s=None,
+                                                        patience=None)
+        fine = fine_synthesis(spec, variables, data, (x[split.test], task.y[split.test]), budget, base,
+                              options.tolerance, options.seed, reporter)
+        compressed = fine.variant
+        if fine.cancelled:  # the compressed network accepted before the cancellation still ships
+            search.stop_reason, reporter = "cancelled", NullReporter()
+    reporter.stage("delivering")
     probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
     model = deliver(spec, variables, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
+    if compressed is not None:
+        compressed.model.metrics["candidate"] = winner.candidate.id
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})
-    return Synthesis(model=model, log=[t.to_dict() for t in trials], pareto=_pareto(trials, winner, model),
-                     stop_reason=search.stop_reason, split=sizes, seconds=budget.elapsed())
+    return Synthesis(model=model, log=[t.to_dict() for t in trials],
+                     pareto=_pareto(trials, winner, model, compressed), stop_reason=search.stop_reason, split=sizes,
+                     seconds=budget.elapsed(), compressed=compressed)
 
 
 def _ranked(search: Search) -> list[Trial]:
@@ -164,10 +181,19 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
     raise RuntimeError("no candidate could be trained to completion")
 
 
-def _pareto(trials: list[Trial], winner: Trial, model: Delivered) -> list[dict[str, Any]]:
+def _pareto(trials: list[Trial], winner: Trial, model: Delivered,
+            compressed: CompressedVariant | None) -> list[dict[str, Any]]:
+    """The front over every trained candidate and the delivered variants (validation accuracy; a compressed
+    variant's params are its non-zero parameters; delivered variants' latencies are measured)."""
     points = [{"candidate": t.candidate.id, "accuracy": t.accuracy, "params": t.params,
                "latency_ms": t.latency_ms, "latency": "estimated", "delivered": False}
               for t in trials if t.curve and t.status != "failed" and t is not winner]  # delivered: below
     points.append({"candidate": winner.candidate.id, "accuracy": winner.accuracy, "params": model.param_count,
-                   "latency_ms": model.metrics["latency_ms"], "latency": "measured", "delivered": True})
+                   "latency_ms": model.metrics["latency_ms"], "latency": "measured", "delivered": True,
+                   "variant": "dense"})
+    if compressed is not None:
+        m = compressed.model.metrics
+        points.append({"candidate": winner.candidate.id, "accuracy": m["val_accuracy"], "params": m["nonzero_params"],
+                       "latency_ms": m["latency_ms"], "latency": "measured", "delivered": True,
+                       "variant": "compressed", "model_bytes": m["model_bytes"]})
     return [points[i] for i in pareto_front(points)]

@@ -1,7 +1,9 @@
 """`netsynth synthesize DATA --out DIR`: the engine the workers run, on a local dataset, with a progress bar.
 
 Writes to DIR the model package (as the API's native download, unzipped), `search_log.jsonl`, `pareto.json`
-and `metrics.json`. `netsynth` (api/cli.py) hands this command over by name, so the API never imports it.
+and `metrics.json`; and, when compression delivered one, the compressed model's package in DIR/compressed/
+(`model.nsz`, `model.onnx`, its before / after report in `metrics.json`). `netsynth` (api/cli.py) hands this
+command over by name, so the API never imports it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 USAGE_ERROR = 2
+MAX_TOLERANCE = 0.2
+"""The largest compression tolerance (as the API's)."""
 _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
 
 
@@ -70,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-bytes", type=int)
     p.add_argument("--max-latency-ms", type=float)
     p.add_argument("--resize", help="HEIGHTxWIDTH for image folders of mixed sizes")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="validation accuracy the compressed model may lose, as a fraction (default 0.005 = 0.5 "
+                        f"percentage points; 0 to {MAX_TOLERANCE})")
     return p
 
 
@@ -118,6 +126,8 @@ def run(args: argparse.Namespace) -> Path:
         _budget_seconds(args.budget, 0)  # a malformed budget is refused before any data is read
     if args.epochs is not None and args.epochs < 1:
         raise CliError("--epochs must be at least 1")
+    if args.tolerance is not None and not 0 <= args.tolerance <= MAX_TOLERANCE:
+        raise CliError(f"--tolerance must be between 0 and {MAX_TOLERANCE} (a fraction: 0.005 = 0.5 points)")
     resize = None
     if args.resize:
         if (match := _RESIZE.match(args.resize)) is None:
@@ -154,21 +164,32 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
         budget, budget_text = Budget(seconds=seconds), f"{seconds:.0f} s"
     constraints = Constraints(max_params=args.max_params, max_model_bytes=args.max_model_bytes,
                               max_latency_ms=args.max_latency_ms)
-    result = synthesize(prepared.task, budget, Options(seed=args.seed, constraints=constraints),
-                        ProgressBar(budget_text))
+    options = Options(seed=args.seed, constraints=constraints)
+    if args.tolerance is not None:
+        options = replace(options, tolerance=args.tolerance)
+    result = synthesize(prepared.task, budget, options, ProgressBar(budget_text))
     print(file=sys.stderr)
     model = result.model
     files = package_files(model.spec, model.weights, model.onnx, prepared.preprocessing, prepared.classes,
                           model.metrics)
-    files["model.onnx"] = model.onnx
     files["search_log.jsonl"] = "".join(json.dumps(e, sort_keys=True) + "\n" for e in result.log).encode()
     files["pareto.json"] = json.dumps(result.pareto, indent=2).encode()
     summary = {**model.metrics, "seed": args.seed, "budget": budget_text, "seconds": round(result.seconds, 3),
                "split": result.split, "search_stop": result.stop_reason}
+    compressed = result.compressed
+    if compressed is not None:
+        summary["compressed"] = {k: v for k, v in compressed.model.metrics.items() if isinstance(v, int | float | str)}
     files["metrics.json"] = json.dumps(summary, indent=2).encode()
     write_package(args.out, files)
     print(f"model: test accuracy {model.metrics['test_accuracy']:.4f}, {model.param_count:,} parameters, "
           f"{len(result.log)} candidates; written to {args.out}")
+    if compressed is not None:
+        m = compressed.model.metrics
+        write_package(args.out / "compressed", package_files(
+            compressed.model.spec, compressed.artifact, compressed.model.onnx, prepared.preprocessing,
+            prepared.classes, m, variant="compressed"))
+        print(f"compressed: test accuracy {m['test_accuracy']:.4f}, {m['nonzero_params']:,} non-zero parameters, "
+              f"{m['model_bytes']:,} bytes ({m['ratio']:.1f}x smaller); written to {args.out / 'compressed'}")
     return Path(args.out)
 
 

@@ -1,4 +1,5 @@
-"""What a finished synthesis leaves in the database: the model, every candidate of the search, the Pareto front."""
+"""What a finished synthesis leaves in the database: the models (dense and, when compression delivered one,
+compressed), every candidate of the search, the Pareto front."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from store.models import Candidate, CandidateStatus, Report, TrainedModel
+from synthesis.deliver import Delivered
 from synthesis.engine import Synthesis
 from workers.data import Prepared
 
@@ -27,8 +29,18 @@ def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
                      status=STATUS.get(entry["status"], CandidateStatus.FAILED))
 
 
+def _model(job_id: uuid.UUID, candidate_id: uuid.UUID | None, variant: str, delivered: Delivered,
+           prepared: Prepared) -> TrainedModel:
+    return TrainedModel(job_id=job_id, candidate_id=candidate_id, variant=variant, spec=delivered.spec,
+                        weights=delivered.weights, onnx=delivered.onnx, classes=prepared.classes,
+                        preprocessing=prepared.preprocessing, metrics=delivered.metrics,
+                        param_count=delivered.param_count, weights_bytes=len(delivered.weights))
+
+
 def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepared) -> uuid.UUID:
-    """Store the synthesis of `job_id` (replacing any partial one of an earlier attempt); return the model id."""
+    """Store the synthesis of `job_id` (replacing any partial one of an earlier attempt): the dense model, the
+    compressed one when there is one (weights: the compressed artifact), candidates and reports; return the dense
+    model's id."""
     existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
                                                              TrainedModel.variant == "dense")).first()
     if existing is not None:  # a model is saved with the job's success: this attempt is a duplicate
@@ -40,11 +52,10 @@ def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
     session.flush()
     delivered = result.model
     winner = next((r.id for r in rows if r.spec["id"] == delivered.metrics.get("candidate")), None)
-    model = TrainedModel(job_id=job_id, candidate_id=winner, variant="dense", spec=delivered.spec,
-                         weights=delivered.weights, onnx=delivered.onnx, classes=prepared.classes,
-                         preprocessing=prepared.preprocessing, metrics=delivered.metrics,
-                         param_count=delivered.param_count, weights_bytes=len(delivered.weights))
+    model = _model(job_id, winner, "dense", delivered, prepared)
     session.add(model)
+    if result.compressed is not None:
+        session.add(_model(job_id, winner, "compressed", result.compressed.model, prepared))
     session.flush()
     session.add(Report(job_id=job_id, model_id=model.id, kind="pareto", content={"points": result.pareto}))
     session.add(Report(job_id=job_id, model_id=model.id, kind="search", content={

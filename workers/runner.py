@@ -1,4 +1,4 @@
-"""Run one job: claim it, train on its dataset within its budget, save exactly one model, finish the job.
+"""Run one job: claim it, train on its dataset within its budget, save its models once, finish the job.
 
 Idempotent: a redelivered task for a finished job does nothing; one for a job whose worker died restarts it
 (its attempt number grows); the model is saved in the same transaction that marks the job succeeded.
@@ -11,7 +11,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
@@ -107,15 +107,15 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             # a restarted attempt gets what earlier attempts left of the budget (at least a quarter of it)
             left = max(job.budget_seconds - reporter.spent_before, job.budget_seconds / 4)
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
-            limits, seed, queue = dict(job.constraints), job.seed, job.queue
+            limits, seed, queue, tolerance = dict(job.constraints), job.seed, job.queue, job.tolerance
         reporter.stage("loading")
         prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), seed)
         constraints = Constraints(max_params=limits.get("max_params"), max_model_bytes=limits.get("max_model_bytes"),
                                   max_latency_ms=limits.get("max_latency_ms"))
         executor = CeleryExecutor(ctx, app, job_id, attempt, queue, worker)  # other idle workers train trials too
         try:
-            result = synthesize(prepared.task, budget, Options(seed=seed, constraints=constraints, executor=executor),
-                                reporter)
+            options = Options(seed=seed, constraints=constraints, executor=executor, tolerance=tolerance)
+            result = synthesize(prepared.task, budget, options, reporter)
         finally:
             executor.discard_weights()
         end = JobState.CANCELLED if result.stop_reason == "cancelled" else JobState.SUCCEEDED
@@ -145,11 +145,17 @@ def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
             job.device_seconds, job.stage = round(spent, 3), "done"
             transition(job, end)
             release(job)
-            append_event(session, job, end.value, {"model_id": str(model_id), "metrics": {
-                k: v for k, v in result.model.metrics.items() if isinstance(v, int | float | str)}})
+            payload = {"model_id": str(model_id), "metrics": _scalars(result.model.metrics)}
+            if result.compressed is not None:
+                payload["compressed"] = _scalars(result.compressed.model.metrics)
+            append_event(session, job, end.value, payload)
     except LeaseLost:
         return "lease-lost"
     return end.value
+
+
+def _scalars(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
 
 
 def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: str | None = None) -> str:

@@ -11,18 +11,18 @@ from typing import Annotated, Any
 from celery import Celery
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import TypeAdapter
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep
 from api.events import EVENT_STREAM, JSON, MAX_SEQ, event_stream, prefers_json
 from api.routes.datasets import owned_dataset
-from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobOut, NamedBudget
+from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
 from store.errors import Conflict, InvalidInput, NotFound, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
-from store.models import BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
+from store.models import DEFAULT_TOLERANCE, VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
 from store.settings import Settings
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -56,25 +56,26 @@ def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int,
     return tier, settings.tier_seconds(tier.value)
 
 
-def _model_ids(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[uuid.UUID]]:
-    """Each job's trained model ids, ordered by variant."""
-    found: dict[uuid.UUID, list[uuid.UUID]] = {job.id: [] for job in jobs}
+def _models(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[JobModel]]:
+    """Each job's trained models, dense first (VARIANTS' order)."""
+    found: dict[uuid.UUID, list[JobModel]] = {job.id: [] for job in jobs}
     if jobs:
-        rows = session.execute(select(TrainedModel.job_id, TrainedModel.id)
-                               .where(TrainedModel.job_id.in_(found)).order_by(TrainedModel.variant))
-        for job_id, model_id in rows:
-            found[job_id].append(model_id)
+        order = case({v: i for i, v in enumerate(VARIANTS)}, value=TrainedModel.variant, else_=len(VARIANTS))
+        rows = session.execute(select(TrainedModel.job_id, TrainedModel.id, TrainedModel.variant)
+                               .where(TrainedModel.job_id.in_(found)).order_by(order, TrainedModel.variant))
+        for job_id, model_id, variant in rows:
+            found[job_id].append(JobModel(id=model_id, variant=variant))
     return found
 
 
-def _out(job: Job, model_ids: list[uuid.UUID]) -> JobOut:
+def _out(job: Job, models: list[JobModel]) -> JobOut:
     return JobOut(
         id=job.id, dataset_id=job.dataset_id, budget_tier=job.budget_tier, budget_seconds=job.budget_seconds,
-        budget_epochs=job.budget_epochs, seed=job.seed,
-        constraints=job.constraints, queue=job.queue, state=job.state, stage=job.stage, progress=job.progress,
+        budget_epochs=job.budget_epochs, seed=job.seed, constraints=job.constraints, tolerance=job.tolerance,
+        queue=job.queue, state=job.state, stage=job.stage, progress=job.progress,
         device_seconds=job.device_seconds, error=job.error, attempts=job.attempts,
         cancel_requested=job.cancel_requested_at is not None, created_at=job.created_at,
-        started_at=job.started_at, finished_at=job.finished_at, model_ids=model_ids,
+        started_at=job.started_at, finished_at=job.finished_at, model_ids=[m.id for m in models], models=models,
     )
 
 
@@ -111,6 +112,7 @@ def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings
         raise InvalidInput("give a budget in time ('budget') or in epochs ('epochs'), not both")
     job = Job(owner_id=user.id, dataset_id=dataset.id, budget_tier=tier, budget_seconds=seconds,
               budget_epochs=body.epochs, seed=body.seed, constraints=constraints,
+              tolerance=DEFAULT_TOLERANCE if body.tolerance is None else body.tolerance,
               queue=body.queue or settings.default_queue, state=JobState.QUEUED)
     session.add(job)
     session.flush()
@@ -133,15 +135,15 @@ def list_jobs(user: CurrentUser, session: SessionDep,
     if dataset_id is not None:
         query = query.where(Job.dataset_id == dataset_id)
     jobs = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit).offset(offset)))
-    model_ids = _model_ids(session, jobs)
-    return [_out(job, model_ids[job.id]) for job in jobs]
+    models = _models(session, jobs)
+    return [_out(job, models[job.id]) for job in jobs]
 
 
 @router.get("/{job_id}", responses={404: _PROBLEMS[404]})
 def read_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> JobOut:
     """One of the caller's jobs."""
     job = owned_job(session, user, job_id)
-    return _out(job, _model_ids(session, [job])[job.id])
+    return _out(job, _models(session, [job])[job.id])
 
 
 @router.post("/{job_id}/cancel", responses={k: _PROBLEMS[k] for k in (404, 409)})
@@ -152,7 +154,7 @@ def cancel_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> Job
         raise Conflict(f"job already {job.state.value}")
     request_cancel(session, job)
     session.flush()
-    return _out(job, _model_ids(session, [job])[job.id])
+    return _out(job, _models(session, [job])[job.id])
 
 
 @router.get(

@@ -62,14 +62,26 @@ OwnedModel = Annotated[TrainedModel, Depends(owned_model)]
 
 @router.get("/{model_id}")
 def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
-    """Describe a trained model: classes, metrics, size and the input it takes."""
+    """Describe a trained model: variant, classes, metrics, size, the input it takes and, for a compressed model,
+    the compression's before / after report."""
     job = session.get_one(Job, model.job_id)
     return ModelOut(
         id=model.id, job_id=model.job_id, dataset_id=job.dataset_id, variant=model.variant,
         created_at=model.created_at, classes=model.classes, metrics=model.metrics, param_count=model.param_count,
         weights_bytes=model.weights_bytes, onnx_bytes=len(model.onnx), input=model.spec.get("input", {}),
-        preprocessing=model.preprocessing["kind"],
+        preprocessing=model.preprocessing["kind"], compression=_compression(model),
     )
+
+
+COMPRESSION_KEYS = ("tolerance", "val_accuracy_before", "val_accuracy_after", "ratio", "before", "after", "bits",
+                    "kept_fraction", "stop_reason")
+"""The keys of a compressed model's metrics that make its before / after report."""
+
+
+def _compression(model: TrainedModel) -> dict[str, Any] | None:
+    if model.variant != "compressed":
+        return None
+    return {k: model.metrics[k] for k in COMPRESSION_KEYS if k in model.metrics}
 
 
 @router.get(
@@ -81,8 +93,9 @@ def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
 def download_model(
     model: OwnedModel, fmt: Annotated[ExportFormat, Query(alias="format")] = ExportFormat.ONNX,
 ) -> Response:
-    """Download the model as ONNX (`format=onnx`), or as a zip of spec, weights, ONNX, labels and metrics."""
-    stem = f"netsynth-model-{model.id.hex[:8]}"
+    """Download the model as ONNX (`format=onnx`), or as a zip of spec, weights (the compressed artifact
+    `model.nsz` for a compressed model), ONNX, labels and metrics."""
+    stem = f"netsynth-model-{model.id.hex[:8]}" + ("" if model.variant == "dense" else f"-{model.variant}")
     if fmt is ExportFormat.ONNX:
         content, media_type, filename = bytes(model.onnx), "application/octet-stream", f"{stem}.onnx"
     else:

@@ -8,10 +8,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from store.models import BudgetTier, JobState
+from store.models import DEFAULT_TOLERANCE, BudgetTier, JobState
 
 MIN_BUDGET_SECONDS = 10
 MAX_BUDGET_SECONDS = 16 * 3600 * 4
+MAX_TOLERANCE = 0.2
 
 NamedBudget = Literal["low", "medium", "high"]
 BudgetSeconds = Annotated[StrictInt, Field(ge=MIN_BUDGET_SECONDS, le=MAX_BUDGET_SECONDS)]
@@ -47,6 +48,17 @@ class JobCreate(BaseModel):
                     "same search (a time budget cannot: how far a run gets depends on the machine's speed).")
     seed: StrictInt = Field(default=0, ge=0, le=2**31 - 1, description="Seed of the split and the search.")
     queue: Literal["cpu", "gpu"] | None = Field(default=None, description="Omitted: the service's default queue.")
+    tolerance: float | None = Field(
+        default=None, ge=0, le=MAX_TOLERANCE, strict=True, allow_inf_nan=False,
+        description="Validation accuracy the compressed model may lose against the dense one, as a fraction "
+                    f"(0.005 = 0.5 percentage points; 0..{MAX_TOLERANCE}). Omitted: {DEFAULT_TOLERANCE}.")
+
+
+class JobModel(BaseModel):
+    """One model of a job: its id and variant ("dense" or "compressed")."""
+
+    id: uuid.UUID
+    variant: str
 
 
 class JobOut(BaseModel):
@@ -59,6 +71,7 @@ class JobOut(BaseModel):
     budget_epochs: int | None
     seed: int
     constraints: dict[str, Any]
+    tolerance: float = Field(description="Validation accuracy the compressed model may lose (a fraction).")
     queue: str
     state: JobState
     stage: str | None
@@ -70,7 +83,8 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    model_ids: list[uuid.UUID]
+    model_ids: list[uuid.UUID] = Field(description="The job's models: the dense one first, then the compressed.")
+    models: list[JobModel] = Field(description="The job's models with their variants, in `model_ids`' order.")
 
 
 class JobEventOut(BaseModel):

@@ -23,16 +23,23 @@ class ModelOut(BaseModel):
     id: uuid.UUID
     job_id: uuid.UUID
     dataset_id: uuid.UUID | None = Field(description="The dataset the job trained on; null once it is deleted.")
-    variant: str = Field(description='Which model of the job this is: "dense", later "compressed".')
+    variant: str = Field(description='Which model of the job this is: "dense", or "compressed" (its weights are '
+                                     'the compressed artifact, `model.nsz` in the native download).')
     created_at: datetime
     classes: list[str] = Field(description="Class names in the order of the model's outputs.")
     metrics: dict[str, Any]
     param_count: int
-    weights_bytes: int
+    weights_bytes: int = Field(description="Size of the weights as shipped: safetensors, or the compressed "
+                                           "artifact (the compressed model's bytes).")
     onnx_bytes: int = Field(description="Size of the ONNX download.")
     input: dict[str, Any] = Field(description="The spec's input: shape (no batch axis), dtype, modality, scale.")
     preprocessing: Literal["image", "text"] = Field(
         description="What `/predict` takes: image files (multipart) or texts (JSON).")
+    compression: dict[str, Any] | None = Field(
+        default=None, description="A compressed model's before / after report: tolerance, validation accuracy "
+        "before and after, ratio, and for both the dense and the compressed network parameters, non-zeros, bytes "
+        "(dense float32, compressed, ONNX and its gzip), multiply-adds, measured latency and accuracy; null for a "
+        "dense model.")
 
 
 class TextsIn(BaseModel):

@@ -20,7 +20,7 @@ from store.base import utcnow
 from store.broker import SYNTHESIZE, filesystem_dir, time_limits
 from store.db import session_scope
 from store.jobs import transition
-from store.models import DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
+from store.models import DEFAULT_TOLERANCE, DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
 from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.store.factories import make_dataset, make_job, make_user
@@ -115,6 +115,27 @@ async def test_custom_seconds_and_the_default_queue(
     assert message["properties"]["delivery_info"]["routing_key"] == "cpu"
 
 
+@pytest.mark.parametrize(("sent", "stored"), [(None, DEFAULT_TOLERANCE), (0, 0.0), (0.02, 0.02), (0.2, 0.2)])
+async def test_the_compression_tolerance_is_stored_and_shown(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], broker_dir: Path,
+    sent: float | None, stored: float,
+) -> None:
+    body: dict[str, Any] = {"dataset_id": str(_ready_dataset(factory, account.user))}
+    if sent is not None:
+        body["tolerance"] = sent
+    r = await client.post("/api/v1/jobs", json=body, headers=account.auth)
+    assert r.status_code == 201, r.text
+    assert r.json()["tolerance"] == stored
+    assert _job(factory, r.json()["id"]).tolerance == stored
+    assert (await client.get(f"/api/v1/jobs/{r.json()['id']}", headers=account.auth)).json()["tolerance"] == stored
+
+
+def test_the_store_and_the_engine_default_to_the_same_tolerance() -> None:
+    from synthesis.compress import DEFAULT_TOLERANCE as ENGINE_DEFAULT
+
+    assert DEFAULT_TOLERANCE == ENGINE_DEFAULT == 0.005
+
+
 @pytest.mark.parametrize(("samples", "tier"), [
     (500, "low"), (10_000, "low"), (50_000, "medium"), (100_000, "medium"), (100_001, "high"), (500_000, "high"),
 ])
@@ -135,6 +156,7 @@ async def test_an_omitted_budget_follows_the_dataset_size(
     {"constraints": {"max_model_bytes": 0}}, {"constraints": {"max_latency_ms": -0.5}},
     {"constraints": {"max_latency_ms": 0}}, {"constraints": {"max_flops": 10}}, {"constraints": [1]},
     {"queue": "tpu"}, {"dataset_id": "not-a-uuid"}, {"dataset_id": None},
+    {"tolerance": -0.001}, {"tolerance": 0.21}, {"tolerance": 1}, {"tolerance": "0.01"}, {"tolerance": True},
 ])
 async def test_invalid_bodies_are_422_and_create_nothing(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], patch: dict[str, Any]
@@ -147,7 +169,8 @@ async def test_invalid_bodies_are_422_and_create_nothing(
 
 
 @pytest.mark.parametrize("raw", ['{"dataset_id": "%s", "constraints": {"max_latency_ms": NaN}}', '{"dataset_id": "%s"',
-                                 '{"dataset_id": "%s", "constraints": {"max_latency_ms": Infinity}}'])
+                                 '{"dataset_id": "%s", "constraints": {"max_latency_ms": Infinity}}',
+                                 '{"dataset_id": "%s", "tolerance": NaN}'])
 async def test_non_finite_numbers_and_broken_json_are_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], raw: str
 ) -> None:
@@ -257,11 +280,12 @@ async def test_read_shows_the_job_and_its_models_ordered_by_variant(
                                          param_count=10, weights_bytes=40) for variant in ("dense", "compressed")}
         s.add_all(models.values())
         s.flush()
-        expected = [str(models["compressed"].id), str(models["dense"].id)]
+        expected = [str(models["dense"].id), str(models["compressed"].id)]  # the dense model first
     r = await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)
     assert r.status_code == 200, r.text
     out = r.json()
     assert (out["id"], out["state"], out["progress"], out["model_ids"]) == (str(job_id), "succeeded", 1.0, expected)
+    assert out["models"] == [{"id": expected[0], "variant": "dense"}, {"id": expected[1], "variant": "compressed"}]
     assert out["started_at"] is not None and out["finished_at"] is not None
     assert (await client.get("/api/v1/jobs", headers=account.auth)).json()[0]["model_ids"] == expected
     assert_problem(await client.get("/api/v1/jobs/not-a-uuid", headers=account.auth), 422)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.inference import SessionCache
 from api.package import native_package
 from api.routes.models import MAX_INPUTS, MAX_PREDICT_BYTES
-from core import checkpoint, tree
+from core import artifact, checkpoint, tree
 from core.evaluation import predict_proba
 from core.model import Model, build
 from core.onnx_export import to_onnx_bytes
@@ -233,6 +233,54 @@ async def test_native_download_holds_every_file_and_the_same_weights(
     readme = files["README.md"].decode()
     for mention in ("checkpoint.from_bytes", "onnxruntime", '"input"', '"probabilities"', "int32", "float32"):
         assert mention in readme
+
+
+REPORT = {"tolerance": 0.005, "val_accuracy_before": 0.9, "val_accuracy_after": 0.896, "ratio": 7.5,
+          "before": {"params": 123, "nonzeros": 123}, "after": {"params": 99, "nonzeros": 40}, "bits": {},
+          "kept_fraction": {}, "stop_reason": "completed"}
+
+
+async def test_a_compressed_model_shows_its_report_ships_its_artifact_and_predicts(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    packed = artifact.encode(Spec.from_dict(image_net.spec), image_net.variables)
+    with session_scope(factory) as s:
+        job = make_job(s, account.user)
+        dense = _row(job, image_net)
+        model = replace_row(_row(job, image_net), variant="compressed", weights=packed, weights_bytes=len(packed),
+                            metrics={**REPORT, "test_accuracy": 0.88, "model_bytes": len(packed)})
+        s.add_all([dense, model])
+        s.flush()
+    body = (await client.get(_url(model.id), headers=account.auth)).json()
+    assert (body["variant"], body["weights_bytes"]) == ("compressed", len(packed))
+    assert body["compression"] == REPORT
+    assert (await client.get(_url(dense.id), headers=account.auth)).json()["compression"] is None
+
+    r = await client.get(_url(model.id, "/download?format=native"), headers=account.auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-disposition"].endswith(f'netsynth-model-{model.id.hex[:8]}-compressed.zip"')
+    with zipfile.ZipFile(io.BytesIO(r.content)) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    assert "weights.safetensors" not in files and files["model.nsz"] == packed
+    assert json.loads(files["metrics.json"])["val_accuracy_after"] == 0.896
+    assert "artifact.decode" in files["README.md"].decode()
+    decoded = artifact.decode(files["model.nsz"])
+    onnx = await client.get(_url(model.id, "/download?format=onnx"), headers=account.auth)
+    assert onnx.content == files["model.onnx"] == image_net.onnx
+
+    pixels = _pixels(4)
+    r = await client.post(_url(model.id, "/predict"), files=_files([_png(p) for p in pixels]), headers=account.auth)
+    assert r.status_code == 200, r.text
+    want = predict_proba(build(decoded.spec), decoded.variables, pixels.astype(np.float32))
+    got = np.array([p["probabilities"] for p in r.json()["predictions"]])
+    np.testing.assert_allclose(got, want, atol=1e-4)
+
+
+def replace_row(row: TrainedModel, **changes: Any) -> TrainedModel:
+    """A copy of a (transient) model row with `changes`."""
+    fields = ("job_id", "spec", "weights", "onnx", "classes", "preprocessing", "metrics", "param_count",
+              "weights_bytes", "variant")
+    return TrainedModel(**({f: getattr(row, f) for f in fields} | changes))
 
 
 def test_native_package_is_a_pure_function_of_the_row(image_net: Net) -> None:

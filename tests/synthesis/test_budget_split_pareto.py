@@ -42,16 +42,23 @@ def test_time_budget_accounting_with_an_injected_clock() -> None:
     budget = Budget(seconds=50, clock=lambda: now[0])
     now[0] += 20
     assert budget.used() == pytest.approx(0.4)
-    assert budget.left(budget.search_end()) == pytest.approx(10.0)  # search: 60 % of 50 s
-    now[0] += 20
-    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(7.5)
+    assert budget.left(budget.search_end()) == pytest.approx(5.0)  # search: 50 % of 50 s
+    now[0] += 10
+    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(10.0)
+    assert budget.left(budget.fine_end()) == pytest.approx(17.5)  # fine synthesis: the next 15 %, reports 5 %
 
 
 def test_epoch_budget_accounting() -> None:
     budget = Budget(epochs=20)
-    assert budget.reproducible and budget.epochs_left(budget.search_end()) == 12
-    budget.spend_epochs(10)
-    assert budget.epochs_left(budget.search_end()) == 2 and budget.used() == 0.5
+    assert budget.reproducible and budget.epochs_left(budget.search_end()) == 10
+    budget.spend_epochs(8)
+    assert budget.epochs_left(budget.search_end()) == 2 and budget.used() == 0.4
+    assert budget.epochs_left(budget.final_end()) == 8 and budget.epochs_left(budget.fine_end()) == 11
+
+
+def test_the_stages_end_in_order_and_leave_the_reports_their_share() -> None:
+    budget = Budget(epochs=100)
+    assert budget.search_end() < budget.final_end() < budget.fine_end() == pytest.approx(0.95)
 
 
 @given(st.lists(st.integers(0, 4), min_size=30, max_size=200), st.integers(0, 10))

@@ -7,11 +7,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core import checkpoint, tree
+from core import artifact, checkpoint, tree
+from core.evaluation import predict_proba
+from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
 from synthesis.budget import Budget
 from synthesis.engine import Options, Synthesis, Task, synthesize
+from synthesis.pareto import dominates
 from synthesis.progress import Cancelled, NullReporter, Stopped
 from synthesis.space import Constraints, LatencyModel
 from tests.datasets import digits_arrays
@@ -46,6 +49,33 @@ def test_search_returns_a_valid_model(digits_task: Task) -> None:
     assert OnnxClassifier(result.model.onnx).predict_proba(x_test).shape == (16, 10)
     trained = [e for e in result.log if e["curve"]]
     assert sum(e["epochs"] for e in trained) <= 24  # the epoch budget's search share holds
+    _check_compressed(result, x_test)
+
+
+FIGURES = ("params", "nonzeros", "dense_bytes", "compressed_bytes", "onnx_bytes", "onnx_gzip_bytes", "macs",
+           "macs_nonzero", "latency_ms", "accuracy")
+
+
+def _check_compressed(result: Synthesis, x: np.ndarray) -> None:
+    """The compressed variant: its artifact decodes to the network its ONNX export computes, its report has the
+    before / after figures, it keeps validation accuracy within the tolerance, and it is on the Pareto front
+    (or beaten there on every objective)."""
+    c = result.compressed
+    assert c is not None
+    decoded = artifact.decode(c.artifact)
+    assert decoded.spec.to_dict() == c.model.spec and len(c.artifact) == c.model.metrics["model_bytes"]
+    proba = predict_proba(build(decoded.spec), decoded.variables, x)
+    assert np.max(np.abs(OnnxClassifier(c.model.onnx).predict_proba(x) - proba)) <= 1e-3
+    report = c.report
+    assert all(report[side][k] is not None for side in ("before", "after") for k in FIGURES)
+    assert report["after"]["compressed_bytes"] == len(c.artifact)
+    assert report["val_accuracy_after"] >= report["val_accuracy_before"] - report["tolerance"] - 1e-9
+    assert report["tolerance"] == Options().tolerance and c.model.metrics["test_accuracy"] is not None
+    assert c.model.metrics["candidate"] == result.model.metrics["candidate"]
+    point = {"accuracy": report["val_accuracy_after"], "params": c.model.metrics["nonzero_params"],
+             "latency_ms": c.model.metrics["latency_ms"]}
+    assert (any(p.get("variant") == "compressed" for p in result.pareto)
+            or any(dominates(p, point) for p in result.pareto))
 
 
 def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
@@ -55,6 +85,8 @@ def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
     weights = [tree.flatten(checkpoint.from_bytes(r.model.weights).variables) for r in (first, second)]
     assert weights[0].keys() == weights[1].keys()
     assert all(np.array_equal(weights[0][k], weights[1][k]) for k in weights[0])  # bit-identical training
+    assert first.compressed is not None and second.compressed is not None
+    assert first.compressed.artifact == second.compressed.artifact  # and the same compression
 
 
 def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> None:

@@ -1,0 +1,102 @@
+"""A job's fine-grained synthesis stage: compress the trained winner within the schedule's fine share and
+deliver the compressed variant next to the dense one (NeuNetS; the compression itself is `synthesis.compress`).
+
+A compression that fails never fails the job: it is logged and the dense model ships alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from core import tree
+from core.data import Dataset
+from core.onnx_run import OnnxClassifier
+from core.spec import Spec
+from core.train_config import TrainConfig
+from synthesis.budget import Budget
+from synthesis.compress import Compressed, compress
+from synthesis.deliver import Delivered
+from synthesis.progress import Cancelled, Reporter, Stopped
+
+TIME_SHARE = 0.75
+"""Of the seconds left in a time budget's fine share, what compression's retraining and searches get: its final
+measurements (ONNX exports, their verification, latency runs) come on top of its `seconds`."""
+MIN_SECONDS = 1.0
+"""A time budget's fine share below this is skipped: no retraining would fit in it."""
+
+
+@dataclass(frozen=True)
+class CompressedVariant:
+    """The compressed model as delivered: `model.weights` is the compressed artifact (:mod:`core.artifact`, its
+    length the model's bytes), `model.onnx` its dense-equivalent verified export; `report` the before / after
+    figures of `synthesis.compress`; `stop_reason` ``completed`` or ``cancelled``."""
+
+    model: Delivered
+    report: dict[str, Any]
+    stop_reason: str
+
+    @property
+    def artifact(self) -> bytes:
+        """The compressed artifact's bytes."""
+        return self.model.weights
+
+
+@dataclass(frozen=True)
+class FineOutcome:
+    """What the stage produced (None: skipped or failed) and whether the user cancelled during it."""
+
+    variant: CompressedVariant | None
+    cancelled: bool = False
+
+
+def nonzero_params(variables: dict[str, Any]) -> int:
+    """Trainable parameters that are not exactly zero (pruned weights are)."""
+    return int(sum(np.count_nonzero(np.asarray(a)) for a in tree.flatten(variables.get("params", {})).values()))
+
+
+def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: tuple[np.ndarray, np.ndarray],
+                   budget: Budget, config: TrainConfig, tolerance: float, seed: int,
+                   reporter: Reporter) -> FineOutcome:
+    """Compress the trained network `spec`/`variables` within the fine share of `budget` (epochs for a
+    reproducible budget, so the seed fixes the result) and evaluate the compressed variant on the `test` split.
+
+    `Stopped` (but not `Cancelled`) propagates; any other error is reported as a ``compress_failed`` event.
+    """
+    end = budget.fine_end()
+    if budget.reproducible:
+        seconds, epochs = None, max(budget.epochs_left(end), 1)
+    else:
+        seconds, epochs = TIME_SHARE * budget.left(end), None
+        if seconds < MIN_SECONDS:
+            reporter.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
+            return FineOutcome(None)
+    try:
+        compressed = compress(spec, variables, data, tolerance=tolerance, seconds=seconds, epochs=epochs, seed=seed,
+                              reporter=reporter, config=config)
+    except Cancelled:
+        return FineOutcome(None, cancelled=True)
+    except Stopped:
+        raise
+    except Exception as exc:  # the dense model still ships
+        reporter.event("compress_failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return FineOutcome(None)
+    finally:
+        if epochs is not None:
+            budget.spend_epochs(epochs)
+    return FineOutcome(delivered(compressed, *test), cancelled=compressed.stop_reason == "cancelled")
+
+
+def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> CompressedVariant:
+    """The compressed variant with its test accuracy (through its verified ONNX export, what ships) and figures."""
+    after = c.report["after"]
+    accuracy = (float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test)) if len(y_test) else None)
+    metrics = {**c.report, "test_accuracy": accuracy, "val_accuracy": c.report["val_accuracy_after"],
+               "params": after["params"], "nonzero_params": nonzero_params(c.variables), "macs": after["macs"],
+               "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
+               "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
+    model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
+                      metrics=metrics)
+    return CompressedVariant(model=model, report=c.report, stop_reason=c.stop_reason)
