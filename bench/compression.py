@@ -46,9 +46,9 @@ class Setting:
     rows: int = 0
 
 
-SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 120),
-            "mnist": Setting("seed:hand-cnn", 5, 12, 12_000),
-            "sms": Setting("seed:default-text-cnn", 12, 24)}
+SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 150),
+            "mnist": Setting("seed:hand-cnn", 4, 8, 8_000),
+            "sms": Setting("seed:default-text-cnn", 12, 40)}
 QUICK = {"digits": Setting("seed:hand-cnn", 10, 8), "mnist": Setting("seed:hand-cnn", 1, 2, 3_000),
          "sms": Setting("seed:default-text-cnn", 3, 4)}
 

@@ -24,11 +24,19 @@ def _attempts(ctx: Context, state: State, stage: str, slack: float, share: float
         candidate = choose(ctx, state, slack)
         if candidate is None:
             break
-        trained = retrain(ctx, candidate, share / ATTEMPTS, stage)
+        trained = _retrained(ctx, candidate, share / ATTEMPTS, stage)
         if trained.accuracy >= ctx.floor:
             return trained
         slack /= 2
     return state
+
+
+def _retrained(ctx: Context, candidate: State, share: float, stage: str) -> State:
+    """``candidate`` retrained; retrained once more from where it got to when that is still below the tolerance."""
+    trained = retrain(ctx, candidate, share, stage)
+    if trained.accuracy < ctx.floor and not ctx.stop():
+        trained = retrain(ctx, trained, share / 2, stage)
+    return trained
 
 
 def _filters(ctx: Context, state: State, slack: float) -> State | None:
@@ -54,7 +62,7 @@ def connection_stage(ctx: Context, state: State) -> State:
         candidate = prune_round(ctx, state, slack)
         if candidate is None:
             break
-        trained = retrain(ctx, candidate, ctx.options.shares[1] / max(rounds, 1), "connections")
+        trained = _retrained(ctx, candidate, ctx.options.shares[1] / max(rounds, 1), "connections")
         if trained.accuracy >= ctx.floor:
             state = trained
         else:

@@ -28,6 +28,10 @@ def mlp(hidden: int = 32) -> Spec:
         {"id": "logits", "op": "dense", "inputs": ["relu"], "params": {"units": 10}}]})
 
 
+CONFIG = TrainConfig(epochs=30, learning_rate=1e-2, patience=None, batch_size=64, max_shift=0)
+"""An MLP is not translation invariant: no shifted copies of the 8x8 digits."""
+
+
 @functools.cache
 def digits() -> Dataset:
     d = load_digits()
@@ -39,7 +43,7 @@ def digits() -> Dataset:
 @functools.cache
 def trained() -> tuple[Spec, dict[str, Any]]:
     spec = mlp()
-    result = train(build(spec), digits(), TrainConfig(epochs=25, learning_rate=3e-3, patience=None, batch_size=64))
+    result = train(build(spec), digits(), CONFIG)
     return spec, result.variables
 
 
@@ -63,7 +67,7 @@ class Recorder:
 
 
 def context(epochs: int = 6, reporter: Recorder | None = None, **options: Any) -> Context:
-    return Context(digits(), Budget(epochs=epochs), Options(**options), TrainConfig(batch_size=64),
+    return Context(digits(), Budget(epochs=epochs), Options(**options), CONFIG,
                    reporter or Recorder())
 
 
