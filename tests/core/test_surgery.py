@@ -15,7 +15,7 @@ from core.errors import CheckpointError, SpecError
 from core.graph import validate
 from core.model import build
 from core.spec import Spec
-from core.surgery import filter_norms, remove_units, remove_units_many, zero_units
+from core.surgery import filter_norms, removable_nodes, remove_units, remove_units_many, zero_units
 
 
 def make_spec(shape: list[int], nodes: list[dict[str, Any]], classes: int = 3) -> Spec:
@@ -322,3 +322,19 @@ def test_filter_norms() -> None:
                                np.linalg.norm(kernel, axis=0), rtol=1e-6)
     assert int(np.argmin(filter_norms(variables, "c1"))) == 2
     assert filter_norms(variables, "sep").shape == (5,)
+
+
+def test_removable_nodes_are_the_unit_ops_whose_channels_can_be_followed() -> None:
+    spec = make_spec([5, 5, 2], [
+        n("c1", "conv2d", ["input"], filters=4),
+        n("r", "activation", ["c1"]),
+        n("c2", "conv2d", ["r"], filters=4),
+        n("sum", "add", ["r", "c2"]),
+        n("c3", "conv2d", ["sum"], filters=1),
+        n("c4", "conv2d", ["c3"], filters=4),
+        n("gap", "global_avg_pool", ["c4"]),
+        n("h", "dense", ["gap"], units=5),
+        n("logits", "dense", ["h"], units=3),
+    ])
+    # c1 and c2 feed an add, c3 has one unit, logits are the classes
+    assert removable_nodes(spec) == ["c4", "h"]
