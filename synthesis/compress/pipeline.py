@@ -29,7 +29,12 @@ class Compressed:
     """A compressed network: its (smaller) spec, dense-equivalent variables (pruned entries exactly zero, shared
     weights at their codebook values), the masks and codebooks as a :class:`Reparam`, the packed artifact
     (:mod:`core.artifact`; its length is the model's bytes), the verified ONNX export, the before / after report
-    and why it stopped (``completed`` or ``cancelled``)."""
+    and why it stopped (``completed`` or ``cancelled``).
+
+    ``report`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``ratio``, ``before`` / ``after``
+    (:func:`synthesis.compress.report.figures` on the validation rows), ``bits`` (k per shared layer),
+    ``kept_fraction`` (per masked layer), ``stop_reason``, ``epochs_used`` (retraining epochs, for an epoch
+    budget's accounting) and ``seconds``. All JSON-serialisable."""
 
     spec: Spec
     variables: dict[str, Any]
@@ -93,7 +98,8 @@ def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance:
               "ratio": before["dense_bytes"] / after["compressed_bytes"], "before": before, "after": after,
               "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
               "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},
-              "stop_reason": stop_reason}
+              "stop_reason": stop_reason, "epochs_used": ctx.budget.epochs_used,
+              "seconds": round(ctx.budget.elapsed(), 3)}
     ctx.reporter.event("compressed", {k: report[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
     return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, report, stop_reason)
 

@@ -27,6 +27,7 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
     assert after >= before - 0.01
     assert c.report["val_accuracy_after"] == pytest.approx(after)
     assert c.stop_reason == "completed" and c.ratio > 1.2
+    assert 1 <= c.report["epochs_used"] <= 10
     decoded = artifact.decode(c.artifact)
     for path, leaf in tree.flatten(c.variables["params"]).items():
         assert np.asarray(leaf, np.float32).tobytes() == tree.flatten(decoded.variables["params"])[path].tobytes()
