@@ -47,7 +47,7 @@ class Setting:
 
 
 SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 150),
-            "mnist": Setting("seed:hand-cnn", 4, 8, 8_000),
+            "mnist": Setting("seed:hand-cnn", 4, 16, 8_000),
             "sms": Setting("seed:default-text-cnn", 12, 40)}
 QUICK = {"digits": Setting("seed:hand-cnn", 10, 8), "mnist": Setting("seed:hand-cnn", 1, 2, 3_000),
          "sms": Setting("seed:default-text-cnn", 3, 4)}
