@@ -174,10 +174,20 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs})
         measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
         if final.variables is not None and (searched is None or final.best_metric >= measured):
+            chosen, metric = final.variables, final.best_metric
+        elif searched is not None:
+            chosen, metric = searched, measured
+        else:
+            continue
+        kept = search.best_trained()  # a trial whose extrapolation ranked lower may still validate better
+        if kept is not None and kept is not winner and kept.result is not None and kept.result.variables is not None \
+                and kept.result.best_metric > metric:
+            reporter.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
+                                              "instead_of": winner.candidate.id, "their_val_accuracy": metric})
+            return kept, kept.result.variables
+        if chosen is final.variables:
             winner.predicted = max(winner.predicted, final.best_metric)
-            return winner, final.variables
-        if searched is not None:
-            return winner, searched
+        return winner, chosen
     raise RuntimeError("no candidate could be trained to completion")
 
 
