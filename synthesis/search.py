@@ -238,7 +238,7 @@ class Search:
         self._drain()
 
     def _between_epochs(self) -> None:
-        self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {})
+        self.reporter.progress(min(self.budget.used(), 1.0), {})  # the job's progress: its budget spent
         self._exchange()
 
     def _exchange(self, force: bool = False) -> None:
@@ -294,7 +294,7 @@ class Search:
     def _drain(self) -> None:
         """Wait for the remote trials still running, up to the search's end; the rest are cancelled."""
         while self.remote and self.executor is not None and self.budget.left(self.budget.search_end()) > 0:
-            self.reporter.progress(0.6 * min(self.budget.used(), 1.0), {})
+            self.reporter.progress(min(self.budget.used(), 1.0), {})  # the job's progress: its budget spent
             time.sleep(POLL_S)
             for report in self.executor.poll():
                 self._merge(report)

@@ -90,7 +90,7 @@ def _search(digits: tuple[Dataset, Any], budget: Budget, executor: ScriptedExecu
 
 def test_remote_results_are_merged_into_the_log_and_the_rungs(digits: tuple[Dataset, Any]) -> None:
     executor = ScriptedExecutor(slots=2, best_index=1)
-    search = _search(digits, Budget(seconds=8), executor)
+    search = _search(digits, Budget(seconds=12), executor)
     trials = search.run()
     assert [t.index for t in trials] == list(range(len(trials)))  # every candidate logged once, in order
     remote = [t for t in trials if t.worker.startswith("remote-")]
@@ -113,11 +113,11 @@ def test_remote_results_are_merged_into_the_log_and_the_rungs(digits: tuple[Data
 def test_remote_trials_are_sent_with_the_rung_snapshot_and_end_before_the_search(digits: tuple[Dataset, Any]
                                                                                  ) -> None:
     executor = ScriptedExecutor(slots=1)
-    budget = Budget(seconds=8)
+    budget = Budget(seconds=12)
     started = time.time()
     _search(digits, budget, executor).run()
     assert executor.requests
-    end = started + 8 * budget.search_end()
+    end = started + 12 * budget.search_end()
     for request in executor.requests:
         assert request.not_after <= end  # a remote trial's deadline ends by the search's end
         assert request.config["time_limit_s"] is not None and request.config["time_limit_s"] > 0
@@ -127,7 +127,7 @@ def test_remote_trials_are_sent_with_the_rung_snapshot_and_end_before_the_search
 
 def test_a_silent_executor_cannot_hold_the_search_past_its_end(digits: tuple[Dataset, Any]) -> None:
     executor = ScriptedExecutor(slots=1, silent=True)
-    search = _search(digits, Budget(seconds=10), executor)
+    search = _search(digits, Budget(seconds=12), executor)
     trials = search.run()
     assert executor.cancelled
     sent = {r.index for r in executor.requests}
