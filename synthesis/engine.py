@@ -48,6 +48,7 @@ class Options:
     test_fraction: float = 0.1  # 0 when the caller keeps its own test set: then all data trains or validates
     executor: TrialExecutor | None = None  # trials on other devices too (time budgets only); None: in-process
     tolerance: float = DEFAULT_TOLERANCE  # validation accuracy the compressed variant may lose (a fraction)
+    compress: bool = True  # False: no fine-grained synthesis (its share of the budget is left unspent)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             winner, variables = _best_so_far(search)
             reporter = NullReporter()
     spec = space.to_spec(winner.candidate, info)
-    if search.stop_reason != "cancelled":
+    if search.stop_reason != "cancelled" and options.compress:
         base = winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000, time_limit_s=None,
                                                         patience=None)
         fine = fine_synthesis(spec, variables, data, (x[split.test], task.y[split.test]), budget, base,

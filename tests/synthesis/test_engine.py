@@ -90,7 +90,7 @@ def test_reproducible_mode_gives_the_same_search_log(digits_task: Task) -> None:
 
 
 def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> None:
-    result = _run(digits_task, epochs=16, memory_limit=2 * 2**20)  # 2 MiB: only small networks fit
+    result = _run(digits_task, epochs=16, memory_limit=2 * 2**20, compress=False)  # 2 MiB: only small networks fit
     failed = [e for e in result.log if e["status"] == "failed"]
     assert failed and all(e["reason"].startswith("out of memory") for e in failed)
     assert all(e["memory_bytes"] <= 2 * 2**20 for e in result.log if e["curve"])
@@ -99,7 +99,7 @@ def test_a_candidate_over_the_memory_limit_fails_alone(digits_task: Task) -> Non
 
 def test_constraints_are_never_violated(digits_task: Task) -> None:
     limit = Constraints(max_params=20_000)
-    result = _run(digits_task, epochs=16, constraints=limit)
+    result = _run(digits_task, epochs=16, constraints=limit, compress=False)
     assert result.model.param_count <= 20_000
     assert all(e["params"] <= 20_000 for e in result.log if e["status"] != "rejected")
     assert all("max_params" in e["reason"] for e in result.log if e["status"] == "rejected")
@@ -117,8 +117,9 @@ def test_text_task() -> None:
     y = rng.integers(0, 2, 300)
     x = rng.integers(2, 50, (300, 12)).astype(np.int32)
     x[:, 0] = np.where(y == 1, 60, 61)  # the first token gives the class away
-    result = _run(Task("text", x, y, 2, vocab_size=64), epochs=24)
+    result = _run(Task("text", x, y, 2, vocab_size=64), epochs=24, compress=False)  # compression: tested above
     assert result.model.metrics["test_accuracy"] >= 0.9
+    assert result.compressed is None and all(p.get("variant") != "compressed" for p in result.pareto)
 
 
 class _Cancelling(NullReporter):
