@@ -18,7 +18,7 @@ from tests.workers.conftest import make_keys
 from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for
 
 V1 = "/api/v1"
-EPOCHS, SEED = 16, 2
+EPOCHS, SEED = 8, 2
 
 
 def _small_digits(folder: Path) -> Path:
