@@ -104,6 +104,8 @@ _TEXTS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_si
 def test_texts_round_trip(tmp_path_factory: pytest.TempPathFactory, fmt: str, write: Any, texts: list[str]) -> None:
     if fmt == "tsv":  # a TSV text is one line
         texts = [text.replace("\n", "_").replace("\r", "_") for text in texts]
+        if texts[0].startswith("\ufeff"):  # at the very start of a file it is the byte-order mark, dropped
+            texts[0] = "x" + texts[0]
     labels = [["spam", "ham"][i % 2] for i in range(len(texts))]
     data = load_texts(write(tmp_path_factory.mktemp(fmt) / f"d.{fmt}", texts, labels), fmt, FEW)
     assert data.texts == texts
