@@ -14,20 +14,23 @@ from synthesis.compress.retrain import retrain
 ATTEMPTS = 2
 
 
-def _attempts(ctx: Context, state: State, stage: str, slack: float, share: float,
-              choose: Callable[[Context, State, float], State | None]) -> State:
-    """Up to ATTEMPTS tries of ``choose`` then retraining, halving the slack after a miss; ``state`` when none
-    is within the tolerance."""
-    for _ in range(ATTEMPTS):
+def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
+            choose: Callable[[Context, State, float], State | None], rounds: int, once: bool) -> State:
+    """Up to ``rounds`` tries of ``choose`` then retraining (each worth ``share / rounds``); a try within the
+    tolerance is kept (and ends the loop when ``once``), a miss is undone and halves the slack."""
+    for _ in range(rounds):
         if ctx.stop():
             break
         candidate = choose(ctx, state, slack)
         if candidate is None:
             break
-        trained = _retrained(ctx, candidate, share / ATTEMPTS, stage)
+        trained = _retrained(ctx, candidate, share / max(rounds, 1), stage)
         if trained.accuracy >= ctx.floor:
-            return trained
-        slack /= 2
+            state = trained
+            if once:
+                break
+        else:
+            slack /= 2
     return state
 
 
@@ -49,27 +52,17 @@ def _filters(ctx: Context, state: State, slack: float) -> State | None:
 
 def filter_stage(ctx: Context, state: State) -> State:
     """Remove filters and units (physically), retrain; halve the slack once if that misses the tolerance."""
-    return _attempts(ctx, state, "filters", ctx.options.filter_slack, ctx.options.shares[0], _filters)
+    return _rounds(ctx, state, "filters", ctx.options.filter_slack, ctx.options.shares[0], _filters, ATTEMPTS, True)
 
 
 def connection_stage(ctx: Context, state: State) -> State:
     """Prune connections in rounds, each retrained; a round that misses the tolerance is undone and the slack
     halved."""
-    slack, rounds = ctx.options.prune_slack, ctx.options.prune_rounds
-    for _ in range(rounds):
-        if ctx.stop():
-            break
-        candidate = prune_round(ctx, state, slack)
-        if candidate is None:
-            break
-        trained = _retrained(ctx, candidate, ctx.options.shares[1] / max(rounds, 1), "connections")
-        if trained.accuracy >= ctx.floor:
-            state = trained
-        else:
-            slack /= 2
-    return state
+    return _rounds(ctx, state, "connections", ctx.options.prune_slack, ctx.options.shares[1], prune_round,
+                   ctx.options.prune_rounds, False)
 
 
 def bucket_stage(ctx: Context, state: State) -> State:
     """Bucket the weights, retrain the codebooks; halve the slack once if that misses the tolerance."""
-    return _attempts(ctx, state, "buckets", ctx.options.bucket_slack, ctx.options.shares[2], choose_buckets)
+    return _rounds(ctx, state, "buckets", ctx.options.bucket_slack, ctx.options.shares[2], choose_buckets, ATTEMPTS,
+                   True)
