@@ -21,7 +21,7 @@ from synthesis.normalise import channel_normalisation
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
 from synthesis.search import Search, SearchConfig, Trial
-from synthesis.split import stratified_split
+from synthesis.split import Split, stratified_split
 from synthesis.trial import run_trial
 
 
@@ -86,13 +86,19 @@ def calibrate_latency(info: space.SpaceInfo, example: np.ndarray) -> space.Laten
     return space.LatencyModel.calibrate([(spec, measured_latency_ms(spec, example)) for spec in specs])
 
 
+def split_task(task: Task, seed: int, test_fraction: float) -> tuple[Split, np.ndarray, Dataset]:
+    """The split a synthesis of `task` uses, the inputs as the networks take them (images as float32) and the
+    training / validation arrays — the same for the engine and for trials run on other workers."""
+    split = stratified_split(task.y, seed, test_fraction=test_fraction, groups=task.groups)
+    x = task.x if task.modality == "text" else task.x.astype(np.float32)
+    return split, x, Dataset(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
+
+
 def synthesize(task: Task, budget: Budget, options: Options | None = None,
                reporter: Reporter | None = None) -> Synthesis:
     """Search, train and deliver the best network for `task` within `budget`, honouring the constraints."""
     options, reporter = options or Options(), reporter or NullReporter()
-    split = stratified_split(task.y, options.seed, test_fraction=options.test_fraction, groups=task.groups)
-    x = task.x if task.modality == "text" else task.x.astype(np.float32)
-    data = Dataset(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
+    split, x, data = split_task(task, options.seed, options.test_fraction)
     info = space_info(task, split.train)
     sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test), "seed": split.seed}
     reporter.event("split", sizes)

@@ -45,11 +45,7 @@ def _claim(ctx: Context, row_id: uuid.UUID, worker: str) -> tuple[TrialTask, Job
 
 def training_data(ctx: Context, job: Job) -> Arrays:
     """The training and validation split the job's search uses (the engine's split of the job's dataset)."""
-    import numpy as np
-
-    from core.data import Dataset as Arrays
-    from synthesis.engine import Options
-    from synthesis.split import stratified_split
+    from synthesis.engine import Options, split_task
     from workers.data import prepare
 
     assert job.dataset_id is not None
@@ -59,10 +55,8 @@ def training_data(ctx: Context, job: Job) -> Arrays:
             dataset = session.get_one(Dataset, job.dataset_id)
             session.expunge(dataset)
         task = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), job.seed).task
-        split = stratified_split(task.y, job.seed, test_fraction=Options().test_fraction, groups=task.groups)
-        x = task.x if task.modality == "text" else task.x.astype(np.float32)
         _cache.clear()  # one dataset at a time per process
-        _cache[cache_key] = Arrays(x[split.train], task.y[split.train], x[split.val], task.y[split.val])
+        _cache[cache_key] = split_task(task, job.seed, Options().test_fraction)[2]
     return _cache[cache_key]
 
 
