@@ -53,7 +53,7 @@ class Setting:
     prune_rounds: int = 6
 
 
-SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 150),
+SETTINGS = {"digits": Setting("seed:hand-cnn", 40, 240),
             "mnist": Setting("seed:hand-cnn", 4, 16, 8_000),
             "sms": Setting("seed:default-text-cnn", 12, 40)}
 QUICK = {"digits": Setting("seed:hand-cnn", 10, 8), "mnist": Setting("seed:hand-cnn", 1, 2, 3_000),

@@ -1,6 +1,7 @@
 """Weight bucketing: per layer, the kept weights share ``k`` values (2 to 256), ``k`` chosen on validation.
 
-Each weight leaf's kept entries are clustered by 1-D k-means (:func:`core.reparam.quantise`, linear
+Each weight leaf's kept entries (and each bias or normalisation vector of at least ``MIN_VECTOR`` entries) are
+clustered by 1-D k-means (:func:`core.reparam.quantise`, linear
 initialisation as in Han et al., 2016); ``k`` is the smallest power of two whose bucketing keeps the probe
 accuracy within the stage's slack, and only values for which codebook plus indices are smaller than the kept
 values themselves are tried. Training then updates the codebooks (each bucket's gradient summed). The stage runs
@@ -19,17 +20,26 @@ import numpy as np
 from core import tree
 from core.packing import bits_for
 from core.reparam import Reparam, materialise, quantise, trainable
+from core.spec import Spec
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
 
 K_GRID = (256, 128, 64, 32, 16, 8, 4, 2)
+MIN_VECTOR = 32
 
 
 def worth_it(k: int, kept: int) -> bool:
     """Whether a codebook of ``k`` float32 values and ``kept`` indices are smaller than ``kept`` float32 values."""
     return 32 * k + kept * bits_for(k) < 32 * kept
+
+
+def shareable(spec: Spec, params: Mapping[str, Any]) -> list[str]:
+    """The leaves bucketing may share: the connection weights, and the other parameters of at least ``MIN_VECTOR``
+    entries (biases, normalisation scales and offsets, which would otherwise stay float32)."""
+    weights = weight_leaves(spec)
+    return weights + sorted(p for p in params if p not in weights and np.size(params[p]) >= MIN_VECTOR)
 
 
 def share_leaf(path: str, leaf: Any, mask: Any | None, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
@@ -40,12 +50,13 @@ def share_leaf(path: str, leaf: Any, mask: Any | None, k: int) -> tuple[jnp.ndar
 
 
 def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
-    """Share each weight leaf's values among k of them, fewer than it shares now (None when no leaf can)."""
+    """Share each :func:`shareable` leaf's values among k of them, fewer than it shares now (None when no leaf
+    can)."""
     params = tree.flatten(state.variables["params"])
     masks = state.reparam.masks
     grids: dict[str, list[int]] = {}
     sizes = state.reparam.sizes
-    for p in weight_leaves(state.spec):
+    for p in shareable(state.spec, params):
         kept = int(np.count_nonzero(np.asarray(masks[p]))) if p in masks else int(np.size(params[p]))
         ks = [k for k in K_GRID if worth_it(k, kept) and k < sizes.get(p, K_GRID[0] + 1)]
         if ks:

@@ -16,7 +16,7 @@ from core.reparam import Reparam, quantise
 from core.spec import Spec
 from core.surgery import remove_units_many, zero_units
 from synthesis.budget import Budget
-from synthesis.compress.buckets import choose_buckets
+from synthesis.compress.buckets import choose_buckets, shareable
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import prune_round, top_n
 from synthesis.compress.context import Context, Options
@@ -85,16 +85,28 @@ def test_a_second_bucketing_round_shares_among_fewer_values_and_keeps_the_other_
                        reparam)
     again = choose_buckets(ctx, shared, slack=0.02)
     assert again is not None
-    assert set(again.reparam.sizes) == {"h/kernel", "logits/kernel"}
+    assert {"h/kernel", "logits/kernel"} <= set(again.reparam.sizes)
     assert all(k <= 64 for k in again.reparam.sizes.values()) and min(again.reparam.sizes.values()) < 64
     flat = tree.flatten(again.variables["params"])
     for path, k in again.reparam.sizes.items():
         assert len(np.unique(np.asarray(flat[path]))) <= k
-    low = Reparam({}, {p: quantise(params[p], 2)[1] for p in ("h/kernel", "logits/kernel")},
-                  {"h/kernel": 2, "logits/kernel": 2})
+    every = ("h/kernel", "logits/kernel", "h/bias")
+    low = Reparam({}, {p: quantise(params[p], 2)[1] for p in every}, dict.fromkeys(every, 2))
     at_two = ctx.state(state.spec, {**state.variables, "params": compressed_start(state.variables["params"], low)},
                        low)
     assert choose_buckets(ctx, at_two, slack=1.0) is None  # no leaf can share fewer than 2 values
+
+
+def test_biases_of_32_or_more_entries_are_shared_too_and_smaller_ones_stay_float32() -> None:
+    ctx = context()
+    state = start(ctx)
+    params = tree.flatten(state.variables["params"])
+    assert shareable(state.spec, params) == ["h/kernel", "logits/kernel", "h/bias"]  # logits/bias has 10 entries
+    shared = choose_buckets(ctx, state, slack=1.0)  # any accuracy passes: every shareable leaf gets the least k
+    assert shared is not None and "h/bias" in shared.reparam.sizes and "logits/bias" not in shared.reparam.sizes
+    flat = tree.flatten(shared.variables["params"])
+    assert len(np.unique(np.asarray(flat["h/bias"]))) <= shared.reparam.sizes["h/bias"] < 32
+    assert np.asarray(flat["logits/bias"]).tobytes() == np.asarray(params["logits/bias"]).tobytes()
 
 
 def test_reinitialisation_keeps_the_outputs_and_a_change_is_caught() -> None:
