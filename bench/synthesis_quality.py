@@ -95,7 +95,7 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
     if split.modality == "text":
         encoder = TextEncoder.fit(list(split.x_train))
         task = Task("text", encoder.encode(list(split.x_train)), split.y_train, len(split.classes),
-                    vocab_size=encoder.vocab_size)
+                    **encoder.layout())
         x_test = encoder.encode(list(split.x_test))
     else:
         rows = split.x_train.reshape(len(split.x_train), -1)
