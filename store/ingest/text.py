@@ -19,8 +19,9 @@ _MIN_LENGTH, _MAX_LENGTH = 8, 256
 _MAX_BAG = 1024
 SUBWORD_BUCKETS = 2048
 """Hash buckets of character trigrams that stand in for words outside the vocabulary."""
-NGRAM_BUCKETS = 2**17
-"""Hash buckets of the bag of n-gram features (word 1-2-grams, character 2-5-grams within words)."""
+NGRAM_BUCKETS = (2**8, 2**17)
+"""The fewest and most hash buckets of the bag of n-gram features (word 1-2-grams, character 2-5-grams within
+words): a power of two at least 4 times the training texts' distinct features, so that few of them collide."""
 _PIECES_PER_WORD = 4
 
 
@@ -96,10 +97,11 @@ class TextEncoder:
 
     @classmethod
     def fit(cls, texts: Sequence[str], max_vocab: int = 20000, max_length: int | None = None,
-            subword_buckets: int = SUBWORD_BUCKETS, ngram_buckets: int = NGRAM_BUCKETS) -> TextEncoder:
+            subword_buckets: int = SUBWORD_BUCKETS, ngram_buckets: int | None = None) -> TextEncoder:
         """Learn the `max_vocab - 2` most frequent words; `max_length` defaults to the 95th percentile of
-        the texts' id counts, clamped to [8, 256]; the bag's length (with `ngram_buckets`) is the 99th
-        percentile of their distinct n-gram feature counts, clamped to [8, 1024]."""
+        the texts' id counts, clamped to [8, 256]. The bag's buckets default to the distinct n-gram features'
+        count (see NGRAM_BUCKETS; 0: no bag); its length is the 99th percentile of the texts' bag id counts,
+        clamped to [8, 1024]."""
         if max_vocab < _RESERVED:
             raise ValueError(f"max_vocab must be at least {_RESERVED} (padding and unknown)")
         if max_length is not None and max_length < 1:
@@ -109,6 +111,9 @@ class TextEncoder:
             counts.update(tokenize(text))
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
         words = [word for word, _ in ranked[: max_vocab - _RESERVED]]
+        if ngram_buckets is None:
+            distinct = len(set().union(*(ngram_features(text) for text in texts)))
+            ngram_buckets = min(max(1 << (4 * distinct - 1).bit_length(), NGRAM_BUCKETS[0]), NGRAM_BUCKETS[1])
         bag = _MAX_BAG if ngram_buckets else 0
         encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets, ngram_buckets, bag)
         if max_length is None:

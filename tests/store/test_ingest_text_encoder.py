@@ -126,6 +126,16 @@ def test_the_bag_length_is_the_99th_percentile_of_feature_counts_and_cuts_longer
     assert np.all(row > 0) and len(row) == 8
 
 
+def test_the_bag_has_a_power_of_two_buckets_at_least_four_times_the_distinct_features() -> None:
+    assert TextEncoder.fit(["a"]).ngram_buckets == 256  # 3 features; at least 256
+    texts = [f"w{i}" for i in range(1000)]  # 1,000 words, 1,000 bigrams " w"... and other character n-grams
+    distinct = len(set().union(*(ngram_features(t) for t in texts)))
+    buckets = TextEncoder.fit(texts).ngram_buckets
+    assert buckets & (buckets - 1) == 0 and 4 * distinct <= buckets < 8 * distinct
+    assert TextEncoder.fit([f"w{i} v{i}" for i in range(40_000)]).ngram_buckets == 2**17  # the cap
+    assert TextEncoder.fit(texts, ngram_buckets=0).layout()["bag_vocab"] == 0
+
+
 def test_version_2_json_still_loads_without_a_bag() -> None:
     encoder = TextEncoder.fit(CORPUS, max_length=6)
     old = encoder.to_json() | {"version": 2}
