@@ -7,7 +7,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -35,6 +35,14 @@ def trigrams(word: str) -> list[str]:
     """The character trigrams of `<word>` (with boundary marks), as fastText's subword units."""
     marked = f"<{word}>"
     return [marked[i:i + 3] for i in range(len(marked) - 2)]
+
+
+class Layout(TypedDict):
+    """Where the parts of an encoded row are (:meth:`TextEncoder.layout`)."""
+
+    vocab_size: int
+    bag_start: int
+    bag_vocab: int
 
 
 def ngram_features(text: str) -> set[str]:
@@ -127,12 +135,12 @@ class TextEncoder:
         """The number of ids of the word sequence: padding, unknown, the words and the subword buckets."""
         return len(self._words) + _RESERVED + self.subword_buckets
 
-    def layout(self) -> dict[str, int]:
+    def layout(self) -> Layout:
         """Where the parts of an encoded row are: the word sequence's `vocab_size`; the bag's first position
         `bag_start` and its number of ids `bag_vocab` (both 0 without a bag)."""
         bag = self.ngram_buckets > 0
-        return {"vocab_size": self.vocab_size, "bag_start": self.max_length if bag else 0,
-                "bag_vocab": self.ngram_buckets + 1 if bag else 0}
+        return Layout(vocab_size=self.vocab_size, bag_start=self.max_length if bag else 0,
+                      bag_vocab=self.ngram_buckets + 1 if bag else 0)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """int32 [N, max_length + bag_length]: each text's word ids, truncated or right-padded with 0, then its

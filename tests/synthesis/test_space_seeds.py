@@ -96,7 +96,7 @@ def test_the_seeds_are_the_designs_they_are_named_after() -> None:
     assert sorted(n.params["kernel_size"] for n in kim.nodes if n.op == "conv1d") == [3, 4, 5]
     assert [n.op for n in to_spec(seed(text, "fasttext"), text).nodes] == ["embedding", "global_avg_pool", "dense"]
     ngrams = to_spec(seed(text, "hashed-ngrams"), text)  # no bag in the input: a bag of the word ids
-    assert [(n.op, n.params.get("start", 0)) for n in ngrams.nodes][0] == ("embedding_bag", 0)
+    assert (ngrams.nodes[0].op, ngrams.nodes[0].params.get("start", 0)) == ("embedding_bag", 0)
 
 
 @pytest.mark.parametrize("name", ["hashed-ngrams", "kim-cnn", "transformer", "fasttext"])
