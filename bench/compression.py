@@ -13,7 +13,8 @@ export); the tolerance itself is enforced on the validation rows, reported along
 (``core.artifact``: spec, bitmaps or gap-coded masks, codebooks, bit-packed indices, each stream zlib'd or
 LZMA'd). Target: >= 30x at <= 0.5 points lost.
 
-Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seed 0] [--quick] [--out FILE]``
+Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seed 0] [--quick] [--out FILE]
+[--keep DIR]``
 where DIR holds ``mnist/mnist.npz`` and ``sms_spam/data.csv`` (the repository's ``../shared/data``).
 """
 
@@ -67,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
     p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
+    p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET.nscz)")
     return p.parse_args(argv)
 
 
@@ -113,6 +115,9 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=args.seed, config=config,
                  reporter=LogReporter(), options=Options(prune_rounds=setting.prune_rounds))
     after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        (args.keep / f"{name}.nscz").write_bytes(c.artifact)
     before, after = c.report["before"], c.report["after"]
     return {"dataset": name, "dense_bytes": before["dense_bytes"], "compressed_bytes": after["compressed_bytes"],
             "ratio": round(c.ratio, 2), "accuracy_before": before_test, "accuracy_after": after_test,
@@ -135,7 +140,7 @@ def breakdown(packed: bytes) -> dict[str, int]:
     out = {"header": 9 + head_len, "masks": 0, "values": 0, "codebooks": 0, "indices": 0}
     for mask, k, _, lengths in json.loads(zlib.decompress(packed[9:9 + head_len]))["leaves"]:
         lengths = list(lengths)
-        if mask:
+        for _ in range(2 if mask == 3 else 1 if mask else 0):  # the row code (3) has two mask streams
             out["masks"] += lengths.pop(0)
         if k:
             out["codebooks"] += lengths[0]

@@ -2,14 +2,16 @@
 
 Layout (``docs/compressed-format.md`` has the byte-level description)::
 
-    "NSCZ"  version (u8 = 1)  header length H (u32 LE)  header (H bytes, zlib of compact JSON)  sections...
+    "NSCZ"  version (u8 = 2)  header length H (u32 LE)  header (H bytes, zlib of compact JSON)  sections...
 
 The header holds the spec and, for every variable in the canonical order (``params`` then ``batch_stats``,
 paths sorted as :func:`core.tree.flatten` sorts them; shapes follow from the spec), one entry
 ``[mask, k, codecs, lengths]``: ``mask`` 0 = every entry kept, 1 = bitmap, 2 = LEB128 gaps between kept
-positions (whichever is smaller for the leaf); ``k`` 0 = the kept values stored as float32, else a
-codebook of ``k`` float32 values and one ``ceil(log2 k)``-bit index per kept entry. Each section (mask,
-values or codebook + indices) is stored, zlib'd or LZMA'd, whichever is shortest (:mod:`core.packing`).
+positions, 3 = a bitmap of the rows (first axis) with any entry kept, then a bitmap of the entries of those rows
+(whichever is smallest for the leaf; a table pruned by whole rows costs about one bit per row); ``k`` 0 = the
+kept values stored as float32, else a codebook of ``k`` float32 values and one ``ceil(log2 k)``-bit index per
+kept entry. Each section (mask, values or codebook + indices) is stored, zlib'd, LZMA'd or byte-plane shuffled
+then LZMA'd, whichever is shortest (:mod:`core.packing`). Version 1 (no row masks, no shuffle) is read too.
 Pruned entries decode to +0.0, kept ones to their stored or codebook value, so decoding gives back the
 dense variables bit for bit. Only float32 variables are supported (what the core trains).
 
@@ -36,8 +38,9 @@ from core.reparam import Reparam
 from core.spec import Spec
 
 MAGIC = b"NSCZ"
-VERSION = 1
-NONE, BITMAP, GAPS = 0, 1, 2
+VERSION = 2
+READS = (1, 2)
+NONE, BITMAP, GAPS, ROWS = 0, 1, 2, 3
 _KINDS = ("params", "batch_stats")
 
 
@@ -80,10 +83,11 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
     streams: list[bytes] = []
     mask_code = NONE
     if not live.all():
-        forms = [(len(packing.squeeze(b)[1]), code, b)
-                 for code, b in ((BITMAP, packing.pack_bitmap(live)), (GAPS, packing.pack_gaps(live)))]
+        forms = [(sum(len(packing.squeeze(b)[1]) for b in raw), code, raw)
+                 for code, raw in ((BITMAP, [packing.pack_bitmap(live)]), (GAPS, [packing.pack_gaps(live)]),
+                                   (ROWS, _pack_rows(live, arr.shape)))]
         _, mask_code, raw = min(forms)
-        streams.append(raw)
+        streams += raw
     kept = flat[live]
     codebook = _codebook(kept, np.asarray(idx).ravel()[live], k) if k else None
     if codebook is None:
@@ -95,6 +99,21 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
     squeezed = [packing.squeeze(s) for s in streams]
     entry = [mask_code, k, [c for c, _ in squeezed], [len(p) for _, p in squeezed]]
     return entry, [p for _, p in squeezed]
+
+
+def _pack_rows(live: np.ndarray, shape: tuple[int, ...]) -> list[bytes]:
+    """The ``ROWS`` mask streams: which rows (first axis) keep anything, then which entries of those rows."""
+    by_row = live.reshape(shape[0] if shape else 1, -1)
+    rows = np.asarray(by_row.any(axis=1))
+    return [packing.pack_bitmap(rows), packing.pack_bitmap(by_row[rows])]
+
+
+def _unpack_rows(streams: list[bytes], count: int, n_rows: int) -> np.ndarray:
+    rows = packing.unpack_bitmap(streams.pop(0), n_rows)
+    width = count // max(n_rows, 1)
+    by_row = np.zeros((n_rows, width), bool)
+    by_row[rows] = packing.unpack_bitmap(streams.pop(0), int(rows.sum()) * width).reshape(-1, width)
+    return by_row.reshape(-1)
 
 
 def _codebook(kept: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray | None:
@@ -116,8 +135,8 @@ def decode(data: bytes) -> Checkpoint:
     if len(data) < 9 or data[:4] != MAGIC:
         raise CheckpointError("not a netsynth compressed model (bad magic)")
     version, head_len = struct.unpack("<BI", data[4:9])
-    if version != VERSION:
-        raise CheckpointError(f"unknown compressed format version {version}; this netsynth reads {VERSION}")
+    if version not in READS:
+        raise CheckpointError(f"unknown compressed format version {version}; this netsynth reads {READS}")
     try:
         header = json.loads(zlib.decompress(data[9:9 + head_len]))
         spec = Spec.from_dict(header["spec"])
@@ -143,7 +162,7 @@ def decode(data: bytes) -> Checkpoint:
                     raise CheckpointError("truncated compressed model")
                 streams.append(packing.unsqueeze(int(codec), data[offset:offset + length]))
                 offset += length
-            dense, live, idx = _decode_leaf(int(np.prod(shape, dtype=np.int64)), mask_code, int(k), streams)
+            dense, live, idx = _decode_leaf(shape, mask_code, int(k), streams)
             out[kind][path] = dense.reshape(shape)
             if mask_code != NONE:
                 masks[path] = jnp.asarray(live.reshape(shape).astype(np.float32))
@@ -159,12 +178,17 @@ def decode(data: bytes) -> Checkpoint:
     return Checkpoint(spec, variables, Reparam(masks, indices, sizes))
 
 
-def _decode_leaf(count: int, mask_code: int, k: int, streams: list[bytes]
+def _decode_leaf(shape: tuple[int, ...], mask_code: int, k: int, streams: list[bytes]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    count = int(np.prod(shape, dtype=np.int64))
     if mask_code == NONE:
         live = np.ones(count, bool)
-    else:
+    elif mask_code == ROWS:
+        live = _unpack_rows(streams, count, shape[0] if shape else 1)
+    elif mask_code in (BITMAP, GAPS):
         live = (packing.unpack_bitmap if mask_code == BITMAP else packing.unpack_gaps)(streams.pop(0), count)
+    else:
+        raise ValueError(f"unknown mask code {mask_code}")
     n = int(live.sum())
     idx = np.zeros(count, np.int64)
     if k:

@@ -1,8 +1,11 @@
 """Lossless byte streams of the compressed model format: bitmaps, gap varints, bit-packed indices, codecs.
 
 Every function pair here is an exact inverse (``unpack_bits(pack_bits(v, b), b, len(v)) == v``).
-Codecs: 0 = stored, 1 = zlib (deflate, level 9), 2 = LZMA2 raw stream (preset 9 extreme); :func:`squeeze`
-keeps whichever is shortest, so a stream never grows by more than its codec byte in the header.
+Codecs: 0 = stored, 1 = zlib (deflate, level 9), 2 = LZMA2 raw stream (preset 9 extreme), 3 = the stream's
+4-byte words split into byte planes (all first bytes, then all second bytes, ...; a tail shorter than a word
+stays last) and then LZMA2 as codec 2, which suits float32 values, whose sign and exponent bytes repeat while
+their low mantissa bytes do not; :func:`squeeze` keeps whichever is shortest, so a stream never grows by more
+than its codec byte in the header.
 
 References: LEB128 varints (DWARF 5, section 7.6); relative-index sparse storage as in Han et al., "Deep
 Compression", ICLR 2016 (https://arxiv.org/abs/1510.00149).
@@ -16,17 +19,42 @@ from collections.abc import Callable
 
 import numpy as np
 
-STORED, ZLIB, LZMA = 0, 1, 2
+STORED, ZLIB, LZMA, PLANES_LZMA = 0, 1, 2, 3
 _LZMA_FILTERS = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
+WORD = 4
+
+
+def planes(data: bytes) -> bytes:
+    """``data``'s whole 4-byte words as byte planes (every word's byte 0, then byte 1, ...), then the tail."""
+    whole = len(data) - len(data) % WORD
+    words = np.frombuffer(data[:whole], np.uint8).reshape(-1, WORD)
+    return words.T.tobytes() + data[whole:]
+
+
+def unplanes(data: bytes) -> bytes:
+    """The inverse of :func:`planes`."""
+    whole = len(data) - len(data) % WORD
+    return np.frombuffer(data[:whole], np.uint8).reshape(WORD, -1).T.tobytes() + data[whole:]
+
+
+def _lzma(data: bytes) -> bytes:
+    return lzma.compress(data, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+
+
+def _unlzma(data: bytes) -> bytes:
+    return lzma.decompress(data, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS)
+
 _ENCODERS: dict[int, Callable[[bytes], bytes]] = {
     STORED: lambda b: b,
     ZLIB: lambda b: zlib.compress(b, 9),
-    LZMA: lambda b: lzma.compress(b, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS),
+    LZMA: _lzma,
+    PLANES_LZMA: lambda b: _lzma(planes(b)),
 }
 _DECODERS: dict[int, Callable[[bytes], bytes]] = {
     STORED: lambda b: b,
     ZLIB: zlib.decompress,
-    LZMA: lambda b: lzma.decompress(b, format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS),
+    LZMA: _unlzma,
+    PLANES_LZMA: lambda b: unplanes(_unlzma(b)),
 }
 
 

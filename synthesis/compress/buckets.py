@@ -3,7 +3,9 @@
 Each weight leaf's kept entries are clustered by 1-D k-means (:func:`core.reparam.quantise`, linear
 initialisation as in Han et al., 2016); ``k`` is the smallest power of two whose bucketing keeps the probe
 accuracy within the stage's slack, and only values for which codebook plus indices are smaller than the kept
-values themselves are tried. Training then updates the codebooks (each bucket's gradient summed).
+values themselves are tried. Training then updates the codebooks (each bucket's gradient summed). The stage runs
+in rounds: a shared leaf may be shared again among fewer values (its k-means then runs on its current values), so
+a retrained network can give up buckets that the untrained start could not.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ def share_leaf(path: str, leaf: Any, mask: Any | None, k: int) -> tuple[jnp.ndar
 
 
 def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
-    """Share each weight leaf's values among k of them (None when no leaf can be shared)."""
+    """Share each weight leaf's values among k of them, fewer than it shares now (None when no leaf can)."""
     params = tree.flatten(state.variables["params"])
     masks = state.reparam.masks
     grids: dict[str, list[int]] = {}
+    sizes = state.reparam.sizes
     for p in weight_leaves(state.spec):
         kept = int(np.count_nonzero(np.asarray(masks[p]))) if p in masks else int(np.size(params[p]))
-        ks = [k for k in K_GRID if worth_it(k, kept)]
+        ks = [k for k in K_GRID if worth_it(k, kept) and k < sizes.get(p, K_GRID[0] + 1)]
         if ks:
             grids[p] = [0, *ks]
     cache: dict[tuple[str, int], tuple[jnp.ndarray, jnp.ndarray]] = {}
@@ -63,11 +66,12 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
         ctx.tick()
         return ctx.accuracy(state.spec, bucketed(choice), probe=True)
 
-    floor = ctx.accuracy(state.spec, state.variables, probe=True) - slack
+    floor = ctx.probe_floor(state.spec, state.variables, slack)
     choice = {p: k for p, k in per_layer(grids, score, floor, ctx.stop).items() if k}
     if not choice:
         return None
-    reparam = Reparam(masks, {p: shared(p, k)[0] for p, k in choice.items()}, dict(choice))
+    reparam = Reparam(masks, {**state.reparam.indices, **{p: shared(p, k)[0] for p, k in choice.items()}},
+                      {**sizes, **choice})
     scored = bucketed(choice)
     start = with_params(state.variables, compressed_start(scored["params"], reparam))
     verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))

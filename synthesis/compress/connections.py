@@ -2,6 +2,9 @@
 
 The weight leaves are the kernels of dense, convolution and attention layers and the embedding tables (a
 table is a linear map from one-hot tokens: each embedding dimension's incoming connections are the vocabulary).
+An embedding table is pruned by whole rows: every dimension keeps the same N tokens, the N most important ones
+(:func:`synthesis.compress.importance.row_importance`, on training rows), so a dropped token costs one mask bit
+rather than one per dimension, and the choice does not hinge on the few validation texts that use a rare token.
 Pruning is iterative (prune, retrain, prune again: Han et al., "Learning both Weights and Connections for
 Efficient Neural Networks", NeurIPS 2015): each round searches N per layer from the current N down, within the
 round's slack on the probe rows.
@@ -23,6 +26,7 @@ from core.reparam import Reparam, mask_top_n_incoming
 from core.spec import Spec
 from synthesis.compress.choose import per_layer
 from synthesis.compress.context import Context, State, with_params
+from synthesis.compress.importance import row_importance
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
 
 WEIGHT_OPS = {"dense", "conv2d", "conv1d", "depthwise_conv2d", "separable_conv2d", "embedding", "self_attention"}
@@ -55,6 +59,22 @@ def top_n(weights: Any, n: int, path: str) -> np.ndarray:
     return np.asarray(mask_top_n_incoming(jnp.asarray(matrix), n)).reshape(w.shape).astype(np.float32)
 
 
+def is_table(spec: Spec, path: str) -> bool:
+    """Whether ``path`` is an embedding table (pruned by rows)."""
+    return spec.node(path.split("/")[0]).op == "embedding" and path.rsplit("/", 1)[-1] == "embedding"
+
+
+def top_rows(importance: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
+    """The 0/1 mask (``mask``'s shape) that keeps the ``n`` most important rows among those ``mask`` keeps
+    (ties: the earlier row)."""
+    live = (np.asarray(mask) != 0).reshape(len(mask), -1).any(axis=1)
+    score = np.where(live, np.asarray(importance, np.float64), -np.inf)
+    order = np.argsort(-score, kind="stable")[:n]
+    keep = np.zeros(len(mask), bool)
+    keep[order[live[order]]] = True
+    return np.broadcast_to(keep.reshape((-1,) + (1,) * (np.ndim(mask) - 1)), np.shape(mask)).astype(np.float32)
+
+
 def incoming(mask: np.ndarray, path: str) -> int:
     """The largest number of kept inputs of any neuron."""
     a = in_axes(path, mask.ndim)
@@ -76,24 +96,28 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
                                                                                            np.float32)
              for p in weight_leaves(state.spec)}
     grids = {p: grid(incoming(m, p)) for p, m in masks.items()}
+    rows = row_importance(ctx, state.spec, state.variables, [p for p in masks if is_table(state.spec, p)])
+
+    def keep(p: str, n: int) -> np.ndarray:
+        return top_rows(rows[p], masks[p], n) if p in rows else masks[p] * top_n(params[p], n, p)
 
     def pruned(choice: Mapping[str, int]) -> dict[str, Any]:
         flat = dict(params)
         for p, n in choice.items():
-            flat[p] = jnp.where(jnp.asarray(masks[p] * top_n(params[p], n, p)) != 0, params[p], 0.0)
+            flat[p] = jnp.where(jnp.asarray(keep(p, n)) != 0, params[p], 0.0)
         return with_params(state.variables, tree.unflatten(flat))
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
         return ctx.accuracy(state.spec, pruned(choice), probe=True)
 
-    floor = ctx.accuracy(state.spec, state.variables, probe=True) - slack
+    floor = ctx.probe_floor(state.spec, state.variables, slack)
     choice = per_layer(grids, score, floor, ctx.stop)
     changed = {p: n for p, n in choice.items() if n != grids[p][0]}
     if not changed:
         return None
     new_masks = {**state.reparam.masks,
-                 **{p: jnp.asarray(masks[p] * top_n(params[p], n, p)) for p, n in changed.items()}}
+                 **{p: jnp.asarray(keep(p, n)) for p, n in changed.items()}}
     reparam = Reparam(new_masks, {}, {})
     scored = pruned(changed)
     start = with_params(state.variables, compressed_start(state.variables["params"], reparam))

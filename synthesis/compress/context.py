@@ -22,9 +22,12 @@ class Options:
     """How hard to compress.
 
     ``importance``: ``"taylor"`` (first-order Taylor expansion of the validation loss, Molchanov et al., ICLR
-    2017) or ``"l1"`` (kernel L1 norms, Li et al., ICLR 2017). The ``*_slack`` are the validation accuracy a
+    2017) or ``"l1"`` (kernel L1 norms, Li et al., ICLR 2017). The ``*_slack`` are the probe accuracy a
     stage's per-layer choice may lose *before* its retraining (which wins most of it back; the tolerance is
-    checked after retraining, and a stage that misses it is rolled back and retried more gently).
+    checked after retraining, and a stage that misses it is rolled back and retried more gently), as a fraction
+    of the error rate of always predicting the commonest class (:meth:`Context.probe_floor`): 0.1 is 9 points
+    on ten balanced classes but 1.3 on SMS Spam, where 87 % of the texts are ham and 10 points would leave a
+    network no better than a constant.
     ``probe_rows``: rows the per-layer searches score on, half validation and half training rows (scoring on
     validation rows alone over-fits them: an embedding row of a token that no validation text has looks
     unimportant there); the tolerance is checked on all validation rows and nothing else.
@@ -39,6 +42,7 @@ class Options:
     prune_slack: float = 0.1
     bucket_slack: float = 0.03
     prune_rounds: int = 6
+    bucket_rounds: int = 3
     probe_rows: int = 2048
     lr_scale: float = 0.5
     patience: int = 4
@@ -49,7 +53,7 @@ class Options:
     def __post_init__(self) -> None:
         if self.importance not in ("taylor", "l1"):
             raise ValueError(f"importance must be 'taylor' or 'l1', got {self.importance!r}")
-        if min(self.filter_slack, self.prune_slack, self.bucket_slack) < 0 or self.prune_rounds < 0:
+        if min(self.filter_slack, self.prune_slack, self.bucket_slack, self.prune_rounds, self.bucket_rounds) < 0:
             raise ValueError("slacks and rounds must be non-negative")
 
 
@@ -100,6 +104,13 @@ class Context:
         """Validation accuracy on all validation rows, or accuracy on the probe rows the per-layer searches use."""
         x, y = (self.x_probe, self.y_probe) if probe else (self.data.x_val, self.data.y_val)
         return float(evaluate(self.model(spec), variables, x, y)["accuracy"])
+
+    def probe_floor(self, spec: Spec, variables: dict[str, Any], slack: float) -> float:
+        """The probe accuracy a per-layer choice must keep: the network's minus ``slack`` times the error rate of
+        the constant prediction of the commonest probe class."""
+        counts = np.bincount(np.asarray(self.y_probe, np.int64))
+        room = 1.0 - float(counts.max()) / len(self.y_probe) if len(self.y_probe) else 1.0
+        return self.accuracy(spec, variables, probe=True) - slack * room
 
     def stop(self) -> bool:
         """Whether the running stage's share of the budget is spent."""

@@ -51,7 +51,7 @@ def select_filters(ctx: Context, state: State, slack: float) -> tuple[State, dic
         ctx.tick()
         return ctx.accuracy(spec, zeroed(choice), probe=True)
 
-    floor = ctx.accuracy(spec, variables, probe=True) - slack
+    floor = ctx.probe_floor(spec, variables, slack)
     choice = per_layer(grids, score, floor, ctx.stop)
     removed = {n: sorted(order[n][:c].tolist()) for n, c in choice.items() if c}
     if not removed:

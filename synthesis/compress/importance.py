@@ -24,6 +24,8 @@ from core.surgery import filter_norms
 from synthesis.compress.context import Context
 
 BATCH = 256
+ROW_ROWS = 8192
+"""Training rows :func:`row_importance` scores on (at most)."""
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -74,3 +76,18 @@ def unit_importance(ctx: Context, spec: Spec, variables: dict[str, Any], nodes: 
                     terms = terms + prod.reshape(-1, prod.shape[-1]).sum(axis=0)
             totals[n] = np.abs(np.asarray(terms)) + (totals[n] if totals[n].size else 0.0)
     return {n: t / batches for n, t in totals.items()}
+
+
+def row_importance(ctx: Context, spec: Spec, variables: dict[str, Any], paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Return each embedding leaf's per-row importance (higher matters more): ``sum_batches |sum_d W G|`` on up to
+    ``ROW_ROWS`` training rows (first-order Taylor estimate of zeroing the row)."""
+    model = ctx.model(spec)
+    x, y = ctx.data.x_train[:ROW_ROWS], ctx.data.y_train[:ROW_ROWS]
+    totals = {p: np.zeros(np.shape(_leaf(variables["params"], tuple(p.split("/"))))[0]) for p in paths}
+    for b in range(0, len(x), BATCH):
+        grads = _grads(model, variables, x[b:b + BATCH], y[b:b + BATCH])
+        for p in paths:
+            w = np.asarray(_leaf(variables["params"], tuple(p.split("/"))), np.float64)
+            g = np.asarray(_leaf(grads, tuple(p.split("/"))), np.float64)
+            totals[p] += np.abs((w * g).reshape(len(w), -1).sum(axis=1))
+    return totals

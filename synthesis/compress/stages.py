@@ -63,6 +63,7 @@ def connection_stage(ctx: Context, state: State) -> State:
 
 
 def bucket_stage(ctx: Context, state: State) -> State:
-    """Bucket the weights, retrain the codebooks; halve the slack once if that misses the tolerance."""
-    return _rounds(ctx, state, "buckets", ctx.options.bucket_slack, ctx.options.shares[2], choose_buckets, ATTEMPTS,
-                   True)
+    """Bucket the weights, retrain the codebooks, in rounds (each sharing among fewer values); a round that misses
+    the tolerance is undone and the slack halved."""
+    return _rounds(ctx, state, "buckets", ctx.options.bucket_slack, ctx.options.shares[2], choose_buckets,
+                   ctx.options.bucket_rounds, False)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import lzma
 import math
+import zlib
 from typing import Any
 
 import jax.numpy as jnp
@@ -127,3 +130,59 @@ def test_corrupt_or_foreign_bytes_are_refused() -> None:
     for bad in (b"", b"PK\x03\x04" + data[4:], data[:-5], data + b"\x00", data[:4] + b"\x09" + data[5:]):
         with pytest.raises(CheckpointError):
             artifact.decode(bad)
+
+
+def table() -> Spec:
+    return Spec.from_dict({"input": {"shape": [6], "dtype": "int32"}, "output": {"node": "logits", "num_classes": 2},
+                           "nodes": [
+        {"id": "embed", "op": "embedding", "inputs": ["input"], "params": {"vocab_size": 4000, "dim": 32}},
+        {"id": "pool", "op": "global_max_pool", "inputs": ["embed"]},
+        {"id": "logits", "op": "dense", "inputs": ["pool"], "params": {"units": 2}}]})
+
+
+def test_a_table_pruned_by_whole_rows_costs_about_a_bit_per_row_and_round_trips() -> None:
+    spec = table()
+    rng = np.random.default_rng(5)
+    flat = {p: rng.normal(size=s).astype(np.float32) for p, s in variable_shapes(validate(spec))["params"].items()}
+    rows = rng.random(4000) < 0.2
+    row_mask = np.repeat(rows[:, None], 32, axis=1).astype(np.float32)
+    inside = row_mask * (rng.random((4000, 32)) < 0.5)  # some entries of the kept rows pruned too
+    for mask in (row_mask, inside):
+        params = {**flat, "embed/embedding": np.where(mask != 0, flat["embed/embedding"], np.float32(0))}
+        reparam = Reparam({"embed/embedding": jnp.asarray(mask)})
+        data = artifact.encode(spec, {"params": tree.unflatten(params)}, reparam)
+        decoded = artifact.decode(data)
+        got = tree.flatten(decoded.variables["params"])
+        assert all(bits(got[p]) == bits(params[p]) for p in params)
+        np.testing.assert_array_equal(np.asarray(decoded.reparam.masks["embed/embedding"]), mask)
+        if mask is row_mask:
+            mask_bytes = leaf_entries(data)[0][3][0]  # embed/embedding: its mask's first stream
+            assert leaf_entries(data)[0][0] == artifact.ROWS and mask_bytes <= 4000 / 8 + 20  # a bit per row
+            plain_bitmap = len(packing.squeeze(packing.pack_bitmap(row_mask.astype(bool)))[1])
+            assert plain_bitmap > 1.3 * mask_bytes  # what the row code saves
+
+
+def leaf_entries(data: bytes) -> list[Any]:
+    head_len = int.from_bytes(data[5:9], "little")
+    return list(json.loads(zlib.decompress(data[9:9 + head_len]))["leaves"])
+
+
+def test_version_1_artifacts_are_still_read() -> None:
+    spec, variables, reparam = compressed_model()
+    data = artifact.encode(spec, variables, reparam)
+    old = data[:4] + b"\x01" + data[5:]  # no leaf uses the row code, so the bytes are a valid version 1 artifact
+    assert bits(tree.flatten(artifact.decode(old).variables["params"])["h/kernel"]) == bits(
+        tree.flatten(variables["params"])["h/kernel"])
+
+
+def test_float_values_are_shuffled_into_byte_planes_when_that_is_shorter_and_round_trip() -> None:
+    values = np.random.default_rng(7).normal(0.0, 0.1, 3000).astype("<f4").tobytes()
+    codec, payload = packing.squeeze(values)
+    assert codec == packing.PLANES_LZMA and packing.unsqueeze(codec, payload) == values
+    lzma2 = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
+    unshuffled = min(len(zlib.compress(values, 9)), len(lzma.compress(values, format=lzma.FORMAT_RAW, filters=lzma2)))
+    assert len(payload) < 0.97 * unshuffled
+    for n in (0, 1, 3, 4, 7, 16, 17):
+        data = bytes(range(n))
+        assert packing.unplanes(packing.planes(data)) == data
+        assert packing.unsqueeze(*packing.squeeze(data)) == data

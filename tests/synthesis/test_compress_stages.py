@@ -11,17 +11,20 @@ import numpy as np
 import pytest
 
 from core import tree
+from core.data import Dataset
 from core.reparam import Reparam, quantise
 from core.spec import Spec
 from core.surgery import remove_units_many, zero_units
+from synthesis.budget import Budget
 from synthesis.compress.buckets import choose_buckets
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import prune_round, top_n
+from synthesis.compress.context import Context, Options
 from synthesis.compress.filters import ranking, select_filters
 from synthesis.compress.importance import unit_importance
 from synthesis.compress.reinit import ReinitError, compressed_start, verify_same_outputs
 from synthesis.compress.retrain import retrain
-from tests.synthesis.compress_setup import Recorder, context, mlp, start, trained
+from tests.synthesis.compress_setup import CONFIG, Recorder, context, digits, mlp, start, trained
 
 
 def test_per_layer_takes_each_layers_furthest_passing_setting_then_backs_off_together() -> None:
@@ -70,6 +73,28 @@ def test_bucketing_leaves_at_most_k_distinct_values_per_layer_through_training()
         for path, k in shared.reparam.sizes.items():
             assert 2 <= k <= 256
             assert len(np.unique(np.asarray(params[path]))) <= k
+
+
+def test_a_second_bucketing_round_shares_among_fewer_values_and_keeps_the_other_leaves_shared() -> None:
+    ctx = context()
+    state = start(ctx)
+    params = tree.flatten(state.variables["params"])
+    reparam = Reparam({}, {p: quantise(params[p], 64)[1] for p in ("h/kernel", "logits/kernel")},
+                      {"h/kernel": 64, "logits/kernel": 64})
+    shared = ctx.state(state.spec, {**state.variables, "params": compressed_start(state.variables["params"], reparam)},
+                       reparam)
+    again = choose_buckets(ctx, shared, slack=0.02)
+    assert again is not None
+    assert set(again.reparam.sizes) == {"h/kernel", "logits/kernel"}
+    assert all(k <= 64 for k in again.reparam.sizes.values()) and min(again.reparam.sizes.values()) < 64
+    flat = tree.flatten(again.variables["params"])
+    for path, k in again.reparam.sizes.items():
+        assert len(np.unique(np.asarray(flat[path]))) <= k
+    low = Reparam({}, {p: quantise(params[p], 2)[1] for p in ("h/kernel", "logits/kernel")},
+                  {"h/kernel": 2, "logits/kernel": 2})
+    at_two = ctx.state(state.spec, {**state.variables, "params": compressed_start(state.variables["params"], low)},
+                       low)
+    assert choose_buckets(ctx, at_two, slack=1.0) is None  # no leaf can share fewer than 2 values
 
 
 def test_reinitialisation_keeps_the_outputs_and_a_change_is_caught() -> None:
@@ -124,3 +149,20 @@ def test_the_redundant_units_are_ranked_last_and_removed() -> None:
     # only redundant units go (ours, or ones training left dead), at least as many as we added
     assert len(removed["h"]) >= len(redundant) and np.all(importance[removed["h"]] == 0.0)
     assert smaller.accuracy >= state.accuracy
+
+
+def test_the_probe_floor_scales_the_slack_by_the_error_of_always_predicting_the_commonest_class() -> None:
+    spec, variables = trained()
+    ctx = context()
+    room = 1.0 - np.bincount(ctx.y_probe).max() / len(ctx.y_probe)
+    assert 0.85 < room < 0.95  # ten digits, about equally common
+    accuracy = ctx.accuracy(spec, variables, probe=True)
+    assert ctx.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * room)
+    d = digits()
+    threes = Dataset(d.x_train, (d.y_train == 3).astype(np.int32), d.x_val, (d.y_val == 3).astype(np.int32))
+    rare = Context(threes, Budget(epochs=2), Options(), CONFIG, Recorder())
+    rare_room = 1.0 - np.bincount(rare.y_probe).max() / len(rare.y_probe)
+    assert rare_room < 0.15  # one class in ten: 10 points of slack would allow a constant prediction
+    accuracy = rare.accuracy(spec, variables, probe=True)
+    assert rare.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * rare_room)
+
