@@ -70,18 +70,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class LogReporter:
-    """A synthesis reporter that writes stages and events to stderr (the child's log)."""
+    """A synthesis reporter that writes stages and events to stderr (the child's log), with the seconds since
+    it was made."""
+
+    def __init__(self) -> None:
+        self._start = time.monotonic()
 
     def stage(self, name: str) -> None:
         """Log a stage."""
-        print(f"[netsynth] stage {name}", file=sys.stderr, flush=True)
+        print(f"[netsynth {time.monotonic() - self._start:7.1f}s] stage {name}", file=sys.stderr, flush=True)
 
     def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
         """Progress is not logged."""
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Log an event, shortened."""
-        print(f"[netsynth] {kind} {json.dumps(payload, default=str)[:300]}", file=sys.stderr, flush=True)
+        print(f"[netsynth {time.monotonic() - self._start:7.1f}s] {kind} {json.dumps(payload, default=str)[:300]}",
+              file=sys.stderr, flush=True)
 
 
 def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str, Any]:
@@ -95,7 +100,7 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
     if split.modality == "text":
         encoder = TextEncoder.fit(list(split.x_train))
         task = Task("text", encoder.encode(list(split.x_train)), split.y_train, len(split.classes),
-                    vocab_size=encoder.vocab_size)
+                    **encoder.layout())
         x_test = encoder.encode(list(split.x_test))
     else:
         rows = split.x_train.reshape(len(split.x_train), -1)

@@ -61,6 +61,13 @@ def _call(layer: nn.Module, x: jax.Array) -> jax.Array:
     return y
 
 
+def _embed(p: dict[str, Any], ids: jax.Array, lowest: int, dtype: Dtype, name: str) -> jax.Array:
+    """The vectors of ``ids``; ids below ``lowest`` or outside the vocabulary give zero vectors."""
+    valid = jnp.logical_and(ids >= lowest, ids < p["vocab_size"])
+    vectors = _call(nn.Embed(p["vocab_size"], p["dim"], dtype=dtype, name=name), jnp.where(valid, ids, 0))
+    return vectors * valid[..., None].astype(vectors.dtype)
+
+
 def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Array:
     """Apply one node; submodules are created in the calling module's compact scope."""
     p, op, name = node.params, node.op, node.id
@@ -85,10 +92,13 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
     if op == "dense":
         return nn.Dense(p["units"], use_bias=p["use_bias"], dtype=dtype, name=name)(x)
     if op == "embedding":
-        valid = jnp.logical_and(x >= 0, x < p["vocab_size"])
-        vectors = _call(nn.Embed(p["vocab_size"], p["dim"], dtype=dtype, name=name),
-                        jnp.where(valid, x, 0))
-        return vectors * valid[..., None].astype(vectors.dtype)
+        return _embed(p, x[:, :p["length"]], 0, dtype, name)
+    if op == "embedding_bag":
+        ids = x[:, p["start"]:]
+        total = jnp.sum(_embed(p, ids, 1, dtype, name), axis=1)
+        count = jnp.sum(jnp.logical_and(ids > 0, ids < p["vocab_size"]), axis=1, keepdims=True).astype(total.dtype)
+        divisor = {"mean": count, "sqrt": jnp.sqrt(count), "sum": jnp.ones_like(count)}[p["norm"]]
+        return total / jnp.maximum(divisor, 1.0)
     if op in ("max_pool2d", "max_pool1d"):
         return kernels.max_pool(x, pool_window(p), pool_strides(p))
     if op in ("avg_pool2d", "avg_pool1d"):

@@ -23,7 +23,8 @@ from core import tree
 from core.checkpoint import flat_variables
 from core.errors import CheckpointError
 from core.graph import Graph, validate
-from core.onnx_ops import CONVERTERS, Builder
+from core.onnx_builder import Builder
+from core.onnx_ops import CONVERTERS
 from core.onnx_run import INPUT_NAME, LOGITS, PROBABILITIES
 from core.reparam import Reparam
 from core.spec import INPUT, Spec

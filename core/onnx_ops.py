@@ -12,56 +12,13 @@ References: ONNX operator docs, https://onnx.ai/onnx/operators/; Flax
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper, numpy_helper
 
+from core.onnx_builder import Builder, Converter, Params
+from core.onnx_tokens import embedding, embedding_bag, position_embedding
 from core.ops import TensorType, pool_strides, pool_window
 from core.spec import Node
-
-Params = dict[str, Any]
-Converter = Callable[["Builder", Node, list[str], list[TensorType], Params], str]
-"""``(builder, node, input names, input types, numpy params) -> output name``."""
-
-
-class Builder:
-    """Collects the nodes and initialisers of an ONNX graph, naming tensors uniquely."""
-
-    def __init__(self, opset: int, reserved: tuple[str, ...] = ()) -> None:
-        self.opset = opset
-        self.nodes: list[NodeProto] = []
-        self.initializers: list[TensorProto] = []
-        self._taken: set[str] = set(reserved)
-
-    def name(self, hint: str) -> str:
-        """Return an unused tensor name derived from ``hint``."""
-        name, i = hint, 1
-        while name in self._taken:
-            name, i = f"{hint}_{i}", i + 1
-        self._taken.add(name)
-        return name
-
-    def const(self, hint: str, value: Any, dtype: Any = np.float32) -> str:
-        """Add an initialiser holding ``value`` (cast to ``dtype``) and return its name."""
-        name = self.name(hint)
-        array = np.ascontiguousarray(np.asarray(value, dtype=dtype))
-        self.initializers.append(numpy_helper.from_array(array, name))
-        return name
-
-    def op(self, op_type: str, inputs: list[str], hint: str, **attrs: Any) -> str:
-        """Add one node with a single output and return the output's name."""
-        out = self.name(hint)
-        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
-        return out
-
-    def reduce(self, op_type: str, x: str, axes: list[int], hint: str) -> str:
-        """Reduce over ``axes`` without keeping them (axes moved to an input in opset 18)."""
-        if self.opset >= 18:
-            axes_input = self.const(f"{hint}/axes", axes, np.int64)
-            return self.op(op_type, [x, axes_input], hint, keepdims=0)
-        return self.op(op_type, [x], hint, axes=axes, keepdims=0)
 
 
 def _channels_first(b: Builder, x: str, rank: int, hint: str) -> str:
@@ -132,22 +89,6 @@ def dense(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -
     if "bias" not in p:
         return y
     return b.op("Add", [y, b.const(f"{n.id}/bias", p["bias"])], n.id)
-
-
-def embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
-    """Table lookup; ids outside ``[0, vocab_size)`` read row 0 and are then zeroed."""
-    ids, vocab = xs[0], n.params["vocab_size"]
-    zero = b.const(f"{n.id}/zero", 0, np.int32)
-    above = b.op("GreaterOrEqual", [ids, zero], f"{n.id}/ge")
-    below = b.op("Less", [ids, b.const(f"{n.id}/vocab", vocab, np.int32)], f"{n.id}/lt")
-    valid = b.op("And", [above, below], f"{n.id}/valid")
-    safe = b.op("Where", [valid, ids, zero], f"{n.id}/ids")
-    table = b.const(f"{n.id}/table", p["embedding"])
-    vectors = b.op("Gather", [table, safe], f"{n.id}/gather", axis=0)
-    axes = b.const(f"{n.id}/axes", [-1], np.int64)
-    keep = b.op("Cast", [b.op("Unsqueeze", [valid, axes], f"{n.id}/valid3")], f"{n.id}/keep",
-                to=TensorProto.FLOAT)
-    return b.op("Mul", [vectors, keep], n.id)
 
 
 def _pool(op_type: str) -> Converter:
@@ -259,11 +200,6 @@ def self_attention(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: 
     return b.op("Add", [y, b.const(f"{h}/out/bias", out["bias"])], h)
 
 
-def position_embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
-    """Adds the learned ``[L, D]`` table to every example."""
-    return b.op("Add", [xs[0], b.const(f"{n.id}/embedding", p["embedding"])], n.id)
-
-
 CONVERTERS: dict[str, Converter] = {
     "conv2d": conv2d,
     "depthwise_conv2d": depthwise_conv2d,
@@ -271,6 +207,7 @@ CONVERTERS: dict[str, Converter] = {
     "conv1d": conv1d,
     "dense": dense,
     "embedding": embedding,
+    "embedding_bag": embedding_bag,
     "max_pool2d": _pool("MaxPool"),
     "avg_pool2d": _pool("AveragePool"),
     "max_pool1d": _pool("MaxPool"),

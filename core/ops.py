@@ -20,6 +20,8 @@ ParamShapes = dict[str, Any]  # name -> shape tuple, or a nested dict of them
 ACTIVATIONS = ("relu", "relu6", "gelu", "swish", "sigmoid", "tanh", "elu", "leaky_relu", "identity")
 PADDING = HP("choice", "same", choices=("same", "valid"))
 BIAS = HP("bool", True)
+BAG_NORMS = ("mean", "sqrt", "sum")
+"""What an embedding_bag divides its sum of vectors by: the count of ids, its square root, or nothing."""
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,25 @@ def _conv1d(p: dict[str, Any], t: list[TensorType]) -> TensorType:
     return TensorType((length, p["filters"]))
 
 
+def _ids(t: TensorType, what: str) -> int:
+    """The number of token ids of an int32 ``[L]`` input."""
+    if t.dtype != "int32":
+        raise ShapeError(f"{what} needs integer token ids (input dtype int32)")
+    _rank(t, (1,), what)
+    return t.shape[0]
+
+
 def _embedding(p: dict[str, Any], t: list[TensorType]) -> TensorType:
-    if t[0].dtype != "int32":
-        raise ShapeError("embedding needs integer token ids (input dtype int32)")
-    _rank(t[0], (1,), "embedding")
-    return TensorType((t[0].shape[0], p["dim"]))
+    length = _ids(t[0], "embedding")
+    if p["length"] is not None and p["length"] > length:
+        raise ShapeError(f"embedding: length {p['length']} exceeds the {length} token ids of its input")
+    return TensorType((p["length"] or length, p["dim"]))
+
+
+def _embedding_bag(p: dict[str, Any], t: list[TensorType]) -> TensorType:
+    if p["start"] >= _ids(t[0], "embedding_bag"):
+        raise ShapeError(f"embedding_bag: start {p['start']} leaves no token ids of its input of {t[0].shape[0]}")
+    return TensorType((p["dim"],))
 
 
 def _global_pool(p: dict[str, Any], t: list[TensorType]) -> TensorType:
@@ -213,9 +229,17 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
     OpDef("dense", {"units": HP("int", lo=1), "use_bias": BIAS}, _dense,
           params=lambda p, t: _conv_params((t[0].shape[-1], p["units"]), p["units"], p["use_bias"]),
           macs=lambda p, t, o: math.prod(t[0].shape) * p["units"], doc="fully connected, on the last axis"),
-    OpDef("embedding", {"vocab_size": HP("int", lo=1), "dim": HP("int", lo=1)}, _embedding,
-          params=lambda p, t: {"embedding": (p["vocab_size"], p["dim"])}, input_dtype="int32",
-          doc="token ids [L] to vectors [L, dim]; ids outside the vocabulary map to zero vectors"),
+    OpDef("embedding", {"vocab_size": HP("int", lo=1), "dim": HP("int", lo=1), "length": HP("int_or_none", None, lo=1)},
+          _embedding, params=lambda p, t: {"embedding": (p["vocab_size"], p["dim"])}, input_dtype="int32",
+          doc="token ids [L] (the first `length` of them, when set) to vectors [length, dim]; ids outside the "
+              "vocabulary map to zero vectors"),
+    OpDef("embedding_bag", {"vocab_size": HP("int", lo=1), "dim": HP("int", lo=1), "start": HP("int", 0, lo=0),
+                            "norm": HP("choice", "sqrt", choices=BAG_NORMS)},
+          _embedding_bag, params=lambda p, t: {"embedding": (p["vocab_size"], p["dim"])}, input_dtype="int32",
+          macs=lambda p, t, o: (t[0].shape[0] - p["start"]) * p["dim"],
+          doc="the vectors of token ids [start:] summed, over their count (`mean`), its square root (`sqrt`) or 1 "
+              "(`sum`) -> [dim]; id 0 (padding) and ids outside the vocabulary are left out, as in PyTorch's "
+              "EmbeddingBag with padding_idx=0"),
     OpDef("max_pool2d", _POOL2D, _pool(2, "max_pool2d"), doc="2-D max pooling"),
     OpDef("avg_pool2d", _POOL2D, _pool(2, "avg_pool2d"), doc="2-D average pooling"),
     OpDef("max_pool1d", _POOL1D, _pool(1, "max_pool1d"), doc="1-D max pooling"),

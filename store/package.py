@@ -71,7 +71,10 @@ there too).
   lower-cased and split into words (regular expression `\\w+`); a word's id is its index in `words`
   plus 2 (0 = padding, 1 = unknown word); a word outside `words` becomes up to four ids of its hashed
   character trigrams (`subword_buckets` ids after the words; see `store.ingest.text.TextEncoder`); the ids
-  are cut or right-padded with 0 to `max_length`.
+  are cut or right-padded with 0 to `max_length`. Encoders of version 3 with `ngram_buckets` > 0 append
+  `bag_length` more ids: the text's distinct word 1-2-grams and character 2-5-grams (words padded with a
+  space), each `1 + crc32(feature) % ngram_buckets` (features spelt `w word`, `b word word`, `c chars`),
+  sorted, cut or right-padded with 0 (`store.ingest.text.ngram_features`).
 """
 
 SPEC, WEIGHTS, ARTIFACT, ONNX, PREPROCESSING, LABELS, METRICS = (

@@ -33,8 +33,10 @@ class Task:
     x: np.ndarray
     y: np.ndarray
     num_classes: int
-    vocab_size: int = 0
+    vocab_size: int = 0  # text: ids of the word sequence
     groups: np.ndarray | None = None  # rows with equal values (exact duplicates) never straddle the split
+    bag_start: int = 0  # text: where a bag of n-gram ids starts (its ids in [1, bag_vocab)); 0: no bag
+    bag_vocab: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
     """The space's view of `task`; images are normalised in the network per channel by the training split's
     mean and std."""
     if task.modality == "text":
-        return space.SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size)
+        return space.SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size,
+                               bag_start=task.bag_start, bag_vocab=task.bag_vocab)
     scale, offset = channel_normalisation(task.x, train)
     return space.SpaceInfo("image", tuple(int(d) for d in task.x.shape[1:]), task.num_classes,
                            scale=scale, offset=offset)

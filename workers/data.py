@@ -61,5 +61,5 @@ def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepare
     train_rows = stratified_split(data.y, seed, groups=groups).train
     encoder = TextEncoder.fit([data.texts[i] for i in train_rows])
     ids = np.asarray(encoder.encode(data.texts), np.int32)
-    task = Task("text", ids, data.y, len(data.classes), vocab_size=encoder.vocab_size, groups=groups)
+    task = Task("text", ids, data.y, len(data.classes), groups=groups, **encoder.layout())
     return Prepared(task, {"kind": "text", "encoder": encoder.to_json()}, list(data.classes))

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 _WORD = re.compile(r"\w+|[^\w\s]")  # words, and each symbol or punctuation mark (£, !, ?) as a token
 PAD, UNKNOWN = 0, 1
 _RESERVED = 2
-_JSON_VERSIONS = (1, 2)  # 1: words only; 2: words plus character-trigram buckets for unknown words
+_JSON_VERSIONS = (1, 2, 3)  # 1: words only; 2: plus character-trigram buckets for unknown words; 3: plus a bag
 _MIN_LENGTH, _MAX_LENGTH = 8, 256
+_MAX_BAG = 1024
 SUBWORD_BUCKETS = 2048
 """Hash buckets of character trigrams that stand in for words outside the vocabulary."""
+NGRAM_BUCKETS = (2**8, 2**17)
+"""The fewest and most hash buckets of the bag of n-gram features (word 1-2-grams, character 2-5-grams within
+words): a power of two at least 4 times the training texts' distinct features, so that few of them collide."""
 _PIECES_PER_WORD = 4
 
 
@@ -32,6 +37,25 @@ def trigrams(word: str) -> list[str]:
     return [marked[i:i + 3] for i in range(len(marked) - 2)]
 
 
+class Layout(TypedDict):
+    """Where the parts of an encoded row are (:meth:`TextEncoder.layout`)."""
+
+    vocab_size: int
+    bag_start: int
+    bag_vocab: int
+
+
+def ngram_features(text: str) -> set[str]:
+    """The n-gram features of a text, as TF-IDF text classifiers use them: its words, word bigrams and the
+    character 2- to 5-grams of each word padded with spaces (scikit-learn's ``char_wb`` analyser)."""
+    words = tokenize(text)
+    features = {f"w {w}" for w in words} | {f"b {a} {b}" for a, b in itertools.pairwise(words)}
+    for word in words:
+        padded = f" {word} "
+        features.update(f"c {padded[i:i + n]}" for n in range(2, 6) for i in range(len(padded) - n + 1))
+    return features
+
+
 class TextEncoder:
     """A word vocabulary learned from training texts, mapping texts to fixed-length int32 id sequences
     (0 = padding, 1 = unknown word).
@@ -39,13 +63,23 @@ class TextEncoder:
     A word outside the vocabulary becomes up to four ids of hashed character trigrams (after the word ids),
     so unseen and rare words still carry signal (Bojanowski et al., "Enriching Word Vectors with Subword
     Information", 2017); with `subword_buckets=0` it becomes the unknown id.
+
+    With `ngram_buckets`, each row goes on with a bag of `bag_length` positions: the text's distinct n-gram
+    features (:func:`ngram_features`) hashed into ids ``1..ngram_buckets`` (sorted, 0 = padding), the features
+    of a linear TF-IDF classifier, for a bag-of-n-grams network (fastText's hashed n-grams: Joulin et al., "Bag
+    of Tricks for Efficient Text Classification", 2017). Their ids are their own: the bag has its own table.
     """
 
-    def __init__(self, words: Sequence[str], max_length: int, subword_buckets: int = SUBWORD_BUCKETS) -> None:
+    def __init__(self, words: Sequence[str], max_length: int, subword_buckets: int = SUBWORD_BUCKETS,
+                 ngram_buckets: int = 0, bag_length: int = 0) -> None:
+        if (ngram_buckets > 0) != (bag_length > 0):
+            raise ValueError("ngram_buckets and bag_length must both be positive, or both 0 (no bag)")
         self._words = list(words)
         self._ids = {word: i + _RESERVED for i, word in enumerate(self._words)}
         self.max_length = max_length
         self.subword_buckets = subword_buckets
+        self.ngram_buckets = ngram_buckets
+        self.bag_length = bag_length
 
     def _word_ids(self, word: str) -> list[int]:
         known = self._ids.get(word)
@@ -63,11 +97,19 @@ class TextEncoder:
         """The ids of a text, untruncated."""
         return [i for word in tokenize(text) for i in self._word_ids(word)]
 
+    def bag_ids(self, text: str) -> list[int]:
+        """The sorted distinct bag ids of a text's n-gram features, untruncated (empty without a bag)."""
+        if not self.ngram_buckets:
+            return []
+        return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.ngram_buckets for f in ngram_features(text)})
+
     @classmethod
     def fit(cls, texts: Sequence[str], max_vocab: int = 20000, max_length: int | None = None,
-            subword_buckets: int = SUBWORD_BUCKETS) -> TextEncoder:
+            subword_buckets: int = SUBWORD_BUCKETS, ngram_buckets: int | None = None) -> TextEncoder:
         """Learn the `max_vocab - 2` most frequent words; `max_length` defaults to the 95th percentile of
-        the texts' id counts, clamped to [8, 256]."""
+        the texts' id counts, clamped to [8, 256]. The bag's buckets default to the distinct n-gram features'
+        count (see NGRAM_BUCKETS; 0: no bag); its length is the 99th percentile of the texts' bag id counts,
+        clamped to [8, 1024]."""
         if max_vocab < _RESERVED:
             raise ValueError(f"max_vocab must be at least {_RESERVED} (padding and unknown)")
         if max_length is not None and max_length < 1:
@@ -77,39 +119,57 @@ class TextEncoder:
             counts.update(tokenize(text))
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
         words = [word for word, _ in ranked[: max_vocab - _RESERVED]]
-        encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets)
+        if ngram_buckets is None:
+            distinct = len(set().union(*(ngram_features(text) for text in texts)))
+            ngram_buckets = min(max(1 << (4 * distinct - 1).bit_length(), NGRAM_BUCKETS[0]), NGRAM_BUCKETS[1])
+        bag = _MAX_BAG if ngram_buckets else 0
+        encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets, ngram_buckets, bag)
         if max_length is None:
-            lengths = [len(encoder.ids(text)) for text in texts]
-            p95 = int(np.ceil(np.percentile(lengths, 95))) if lengths else _MIN_LENGTH
-            encoder.max_length = min(max(p95, _MIN_LENGTH), _MAX_LENGTH)
+            encoder.max_length = _percentile([len(encoder.ids(text)) for text in texts], 95, _MAX_LENGTH)
+        if ngram_buckets:
+            encoder.bag_length = _percentile([len(encoder.bag_ids(text)) for text in texts], 99, _MAX_BAG)
         return encoder
 
     @property
     def vocab_size(self) -> int:
-        """The number of ids: padding, unknown, the words and the subword buckets."""
+        """The number of ids of the word sequence: padding, unknown, the words and the subword buckets."""
         return len(self._words) + _RESERVED + self.subword_buckets
 
+    def layout(self) -> Layout:
+        """Where the parts of an encoded row are: the word sequence's `vocab_size`; the bag's first position
+        `bag_start` and its number of ids `bag_vocab` (both 0 without a bag)."""
+        bag = self.ngram_buckets > 0
+        return Layout(vocab_size=self.vocab_size, bag_start=self.max_length if bag else 0,
+                      bag_vocab=self.ngram_buckets + 1 if bag else 0)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """int32 [N, max_length]: each text's word ids, truncated or right-padded with 0."""
-        out = np.zeros((len(texts), self.max_length), dtype=np.int32)
+        """int32 [N, max_length + bag_length]: each text's word ids, truncated or right-padded with 0, then its
+        bag ids, the same."""
+        out = np.zeros((len(texts), self.max_length + self.bag_length), dtype=np.int32)
         for row, text in enumerate(texts):
             ids = self.ids(text)[: self.max_length]
             out[row, : len(ids)] = ids
+            bag = self.bag_ids(text)[: self.bag_length]
+            out[row, self.max_length: self.max_length + len(bag)] = bag
         return out
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable form that from_json reads back."""
-        return {"version": 2, "max_length": self.max_length, "subword_buckets": self.subword_buckets,
-                "words": list(self._words)}
+        return {"version": 3, "max_length": self.max_length, "subword_buckets": self.subword_buckets,
+                "ngram_buckets": self.ngram_buckets, "bag_length": self.bag_length, "words": list(self._words)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TextEncoder:
         """Rebuild an encoder from to_json's output; raise ValueError on malformed data."""
         if not isinstance(data, dict) or data.get("version") not in _JSON_VERSIONS:
             raise ValueError(f"a text encoder needs a JSON object with a version in {_JSON_VERSIONS}")
-        buckets = data.get("subword_buckets", 0) if data["version"] == 2 else 0
-        if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
-            raise ValueError("a text encoder's subword_buckets must be a non-negative integer")
+        sizes = {k: data.get(k, 0) if data["version"] >= since else 0
+                 for k, since in (("subword_buckets", 2), ("ngram_buckets", 3), ("bag_length", 3))}
+        for key, value in sizes.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"a text encoder's {key} must be a non-negative integer")
+        if (sizes["ngram_buckets"] > 0) != (sizes["bag_length"] > 0):
+            raise ValueError("a text encoder's ngram_buckets and bag_length must both be positive, or both 0")
         max_length, words = data.get("max_length"), data.get("words")
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
             raise ValueError("a text encoder's max_length must be a positive integer")
@@ -117,4 +177,10 @@ class TextEncoder:
             raise ValueError("a text encoder's words must be a list of non-empty strings")
         if len(set(words)) != len(words):
             raise ValueError("a text encoder's words must be unique")
-        return cls(words, max_length, buckets)
+        return cls(words, max_length, sizes["subword_buckets"], sizes["ngram_buckets"], sizes["bag_length"])
+
+
+def _percentile(counts: list[int], q: int, most: int) -> int:
+    """The q-th percentile of `counts` rounded up, clamped to [8, most]."""
+    value = int(np.ceil(np.percentile(counts, q))) if counts else _MIN_LENGTH
+    return min(max(value, _MIN_LENGTH), most)

@@ -29,7 +29,8 @@ from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.importance import row_importance
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
 
-WEIGHT_OPS = {"dense", "conv2d", "conv1d", "depthwise_conv2d", "separable_conv2d", "embedding", "self_attention"}
+TABLE_OPS = {"embedding", "embedding_bag"}
+WEIGHT_OPS = {"dense", "conv2d", "conv1d", "depthwise_conv2d", "separable_conv2d", "self_attention", *TABLE_OPS}
 _QKV = ("query", "key", "value")
 
 
@@ -61,7 +62,7 @@ def top_n(weights: Any, n: int, path: str) -> np.ndarray:
 
 def is_table(spec: Spec, path: str) -> bool:
     """Whether ``path`` is an embedding table (pruned by rows)."""
-    return spec.node(path.split("/")[0]).op == "embedding" and path.rsplit("/", 1)[-1] == "embedding"
+    return spec.node(path.split("/")[0]).op in TABLE_OPS and path.rsplit("/", 1)[-1] == "embedding"
 
 
 def top_rows(importance: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 Genome (JSON)::
 
-    {"kind": "text", "embed": 32-256, "encoder": "bag" | "cnn" | "transformer",
+    {"kind": "text", "embed": 32-256, "encoder": "bag" | "cnn" | "transformer" | "ngrams",
      "pool": "max" | "avg" | "both", "hidden": 0 | units, "dropout": rate,
      bag: "ngram": 1-3 and, when ngram > 1, "filters";  cnn: "kernels": [2-5, ...], "filters";
      transformer: "blocks": 1-2, "heads": 1-8, "ff": 1-4 (feed-forward width / embedding size)}
@@ -10,7 +10,11 @@ Genome (JSON)::
 Encoders: a bag of n-grams (embeddings, an optional 1-D convolution of width n as n-gram detector,
 then pooling, as in fastText: Joulin et al., 2017); a multi-width 1-D CNN (parallel convolutions of
 several widths, each pooled, concatenated: Kim, 2014); a small pre-norm transformer encoder (learned
-positions, self-attention and feed-forward blocks with residual connections: Vaswani et al., 2017).
+positions, self-attention and feed-forward blocks with residual connections: Vaswani et al., 2017); a bag of
+hashed n-gram features — word 1-2-grams and character 2-5-grams, those of a TF-IDF linear classifier — whose
+embeddings are summed over the square root of their count (fastText's hashed bigrams, Joulin et al., 2017;
+over the word ids when the input has no bag; "pool" plays no part). The sequence encoders read the word
+sequence only.
 There is no recurrent encoder: core has no recurrent op, and one that steps through the sequence costs
 far more time per example than these parallel encoders; it stays out until it earns that cost.
 """
@@ -28,7 +32,7 @@ from synthesis.space.blocks import DROPOUTS, HIDDEN, POOLINGS, Net
 from synthesis.space.genes import change, lower_moves, pick
 from synthesis.space.types import SpaceInfo
 
-ENCODERS = ("bag", "cnn", "transformer")
+ENCODERS = ("bag", "cnn", "transformer", "ngrams")
 EMBEDS = (32, 48, 64, 96, 128, 192, 256)
 """Embedding sizes: multiples of 16, so every head count below divides them."""
 FILTERS = (32, 48, 64, 96, 128, 192, 256)
@@ -37,7 +41,8 @@ CNN_KERNELS = (2, 3, 4, 5)
 BLOCKS = (1, 2)
 HEADS = (1, 2, 4, 8)
 FFS = (1, 2, 4)
-ENCODER_GENES = {"bag": ("ngram", "filters"), "cnn": ("kernels", "filters"), "transformer": ("blocks", "heads", "ff")}
+ENCODER_GENES = {"bag": ("ngram", "filters"), "cnn": ("kernels", "filters"), "transformer": ("blocks", "heads", "ff"),
+                 "ngrams": ()}
 SIZES = {"embed": EMBEDS, "filters": FILTERS, "ngram": NGRAMS, "blocks": BLOCKS, "ff": FFS, "hidden": HIDDEN}
 """The genes whose grids run from small to large networks."""
 GRIDS = {**SIZES, "heads": HEADS}
@@ -53,13 +58,14 @@ def arch(embed: int, encoder: str, pool: str = "max", hidden: int = 0, dropout: 
 
 SEEDS: dict[str, Arch] = {
     "default-text-cnn": arch(64, "bag", ngram=3, filters=128),
+    "hashed-ngrams": arch(64, "ngrams", pool="avg", hidden=64, dropout=0.0),
     "fasttext": arch(64, "bag", pool="avg", dropout=0.0, ngram=1),
     "kim-cnn": arch(128, "cnn", dropout=0.5, kernels=[3, 4, 5], filters=100),
     "transformer": arch(64, "transformer", pool="avg", dropout=0.1, blocks=1, heads=4, ff=2),
 }
 """Known-good designs, cheapest likely winners first: a trigram text CNN (embedding
-64, trigram convolution of 128 filters, max pooling), a fastText-like bag of embeddings, Kim's CNN, and a
-one-block transformer."""
+64, trigram convolution of 128 filters, max pooling), a bag of hashed n-gram features (embedding 64, one hidden
+layer of 64), a fastText-like bag of word embeddings, Kim's CNN, and a one-block transformer."""
 
 
 def sample(rng: np.random.Generator) -> Arch:
@@ -96,19 +102,33 @@ def shrink(rng: np.random.Generator, parent: Arch) -> Arch | None:
 def to_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
     """Return the core spec of a text genome over ``info``'s sequence length, vocabulary and classes."""
     net = Net()
-    x = net.add("embed", "embedding", "input", vocab_size=info.vocab_size, dim=genome["embed"])
+    if genome["encoder"] == "ngrams":
+        x = _bag(net, genome, info)
+    else:
+        x = net.join("pool", "concat", _pools(net, genome, info))
+    net.head(x, genome["hidden"], genome["dropout"], info.num_classes)
+    return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"}, info.num_classes)
+
+
+def _bag(net: Net, genome: Arch, info: SpaceInfo) -> str:
+    """The n-gram bag's summed embeddings (the word ids' when the input has no bag)."""
+    ids = {"vocab_size": info.bag_vocab, "start": info.bag_start} if info.bag_vocab else {"vocab_size": info.vocab_size}
+    return net.add("bag", "embedding_bag", "input", dim=genome["embed"], norm="sqrt", **ids)
+
+
+def _pools(net: Net, genome: Arch, info: SpaceInfo) -> list[str]:
+    """The word sequence embedded, encoded and globally pooled."""
+    words = {"length": info.sequence_length} if info.bag_vocab else {}
+    x = net.add("embed", "embedding", "input", vocab_size=info.vocab_size, dim=genome["embed"], **words)
     encoder, pooling = genome["encoder"], genome["pool"]
     if encoder == "cnn":
-        pools = [p for k in genome["kernels"]
-                 for p in net.global_pools(_ngrams(net, x, str(k), genome["filters"], k), pooling, str(k))]
-    else:
-        if encoder == "transformer":
-            x = _transformer(net, x, genome)
-        elif genome["ngram"] > 1:
-            x = _ngrams(net, x, "", genome["filters"], genome["ngram"])
-        pools = net.global_pools(x, pooling)
-    net.head(net.join("pool", "concat", pools), genome["hidden"], genome["dropout"], info.num_classes)
-    return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"}, info.num_classes)
+        return [p for k in genome["kernels"]
+                for p in net.global_pools(_ngrams(net, x, str(k), genome["filters"], k), pooling, str(k))]
+    if encoder == "transformer":
+        x = _transformer(net, x, genome)
+    elif genome["ngram"] > 1:
+        x = _ngrams(net, x, "", genome["filters"], genome["ngram"])
+    return net.global_pools(x, pooling)
 
 
 def _ngrams(net: Net, x: str, suffix: str, filters: int, width: int) -> str:

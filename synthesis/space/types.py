@@ -20,7 +20,8 @@ class SpaceInfo:
     ``input_shape`` is ``(H, W, C)`` for images and ``(L,)`` for text (token ids); float image
     inputs are mapped to ``x * scale + offset`` inside every network (each one number, or a tuple of one
     per channel: see :func:`synthesis.normalise.channel_normalisation`); ``vocab_size`` is the number of
-    token ids of a text task.
+    token ids of a text task's word sequence. A text input may end in a bag of n-gram feature ids from
+    position ``bag_start`` on, ids in ``[1, bag_vocab)`` with 0 as padding (``bag_vocab`` 0: no bag).
     """
 
     modality: str
@@ -29,6 +30,8 @@ class SpaceInfo:
     vocab_size: int = 0
     scale: float | tuple[float, ...] = 1.0
     offset: float | tuple[float, ...] = 0.0
+    bag_start: int = 0
+    bag_vocab: int = 0
 
     def __post_init__(self) -> None:
         rank = {"image": 3, "text": 1}.get(self.modality)
@@ -40,6 +43,14 @@ class SpaceInfo:
             raise ValueError(f"num_classes must be >= 2, got {self.num_classes}")
         if self.modality == "text" and self.vocab_size < 1:
             raise ValueError("a text task needs vocab_size >= 1")
+        if self.bag_vocab and not 0 < self.bag_start < self.input_shape[0]:
+            raise ValueError(f"a bag must start inside the input's {self.input_shape[0]} positions after the word "
+                             f"sequence, got bag_start {self.bag_start}")
+
+    @property
+    def sequence_length(self) -> int:
+        """The positions of a text task's word sequence (the input before its bag, if any)."""
+        return self.bag_start if self.bag_vocab else self.input_shape[0]
 
     @property
     def max_shift(self) -> int:

@@ -186,3 +186,11 @@ def test_float_values_are_shuffled_into_byte_planes_when_that_is_shorter_and_rou
         data = bytes(range(n))
         assert packing.unplanes(packing.planes(data)) == data
         assert packing.unsqueeze(*packing.squeeze(data)) == data
+
+
+def test_streams_over_the_lzma_limit_get_zlib_and_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = np.random.default_rng(0).normal(0, 0.02, 3000).astype(np.float32).tobytes()
+    assert packing.squeeze(values)[0] == packing.PLANES_LZMA  # the shortest form of a float32 stream
+    monkeypatch.setattr(packing, "LZMA_MOST", len(values) - 1)
+    codec, payload = packing.squeeze(values)
+    assert codec in (packing.STORED, packing.ZLIB) and packing.unsqueeze(codec, payload) == values

@@ -48,6 +48,7 @@ CASES: dict[str, tuple[InputSpec, list[Node]]] = {
     "dense": (VEC, [_n("op", "dense", units=4)]),
     "dense_seq": (SEQ, [_n("op", "dense", units=2, use_bias=False)]),
     "embedding": (TEXT, [_n("op", "embedding", vocab_size=5, dim=3)]),
+    "embedding_bag": (TEXT, [_n("op", "embedding_bag", vocab_size=5, dim=3, start=2)]),
     "max_pool2d": (IMAGE, [_n("c", "conv2d", filters=2), _n("op", "max_pool2d", ("c",))]),
     "max_pool2d_overlap": (IMAGE, [_n("c", "conv2d", filters=2),
                                    _n("op", "max_pool2d", ("c",), pool_size=3, strides=[1, 2])]),
@@ -242,6 +243,30 @@ def test_embedding_values_and_out_of_range_ids_give_zero_vectors() -> None:
     grads = jax.grad(loss)(variables["params"])["op"]["embedding"]
     assert bool(jnp.all(jnp.isfinite(grads)))
     assert bool(jnp.all(grads[jnp.asarray([1, 3])] == 0)) and bool(jnp.any(grads[0] != 0))
+
+
+def test_embedding_length_reads_only_the_first_ids() -> None:
+    model, variables = _probe(TEXT, [_n("op", "embedding", vocab_size=5, dim=3, length=2)], "op")
+    table = np.asarray(variables["params"]["op"]["embedding"])
+    out = np.asarray(model.apply(variables, np.asarray([[3, 4, 1, 1, 2, 2]], np.int32))[0])
+    np.testing.assert_allclose(out.reshape(2, 3), table[[3, 4]])
+
+
+@pytest.mark.parametrize(("norm", "divisor"), [("mean", 3.0), ("sqrt", np.sqrt(3.0)), ("sum", 1.0)])
+def test_embedding_bag_sums_the_kept_ids_over_their_norm(norm: str, divisor: float) -> None:
+    """Ids before `start`, padding (0) and ids outside the vocabulary are left out; an empty bag is zero."""
+    ids = np.asarray([[4, 2, 0, 3, 7, 3, -1], [4, 0, 0, 9, -2, 0, 0]], np.int32)
+    model, variables = _probe(InputSpec((7,), dtype="int32", modality="text"),
+                              [_n("op", "embedding_bag", vocab_size=5, dim=3, start=1, norm=norm)], "op")
+    table = np.asarray(variables["params"]["op"]["embedding"])
+    out = np.asarray(model.apply(variables, ids)[0])
+    np.testing.assert_allclose(out[0], (table[2] + 2 * table[3]) / divisor, rtol=1e-6)
+    assert np.all(out[1] == 0)
+
+
+def test_embedding_bag_rejects_a_start_past_the_input() -> None:
+    with pytest.raises(SpecError, match="start 6"):
+        validate(_spec(TEXT, [_n("op", "embedding_bag", vocab_size=5, dim=3, start=6)], "op"))
 
 
 def test_position_embedding_adds_the_table() -> None:

@@ -186,8 +186,23 @@ def test_embedding_parity_with_out_of_vocabulary_ids():
     assert parity(spec, batch=6) <= TOL
 
 
+@pytest.mark.parametrize("norm", ["mean", "sqrt", "sum"])
+def test_embedding_bag_parity(norm):
+    """Ids after `start` bagged; 0 (padding), negative and out-of-vocabulary ids left out, rows of all padding
+    included (random_input draws ids in [-3, 13), some rows get none kept after start)."""
+    spec = make_spec([9], [node("x", "embedding_bag", ["input"], vocab_size=10, dim=4, start=3, norm=norm)], 1,
+                     dtype="int32")
+    assert parity(spec, batch=8) <= TOL
+
+
+def test_embedding_of_the_first_positions_parity():
+    body = [node("x", "embedding", ["input"], vocab_size=10, dim=4, length=5), node("p", "global_avg_pool", ["x"])]
+    spec = make_spec([9], body, 1, dtype="int32")
+    assert parity(spec, batch=6) <= TOL
+
+
 def test_every_op_has_a_parity_case():
-    covered = {n["op"] for _, body, _ in CASES.values() for n in body} | {"embedding"}
+    covered = {n["op"] for _, body, _ in CASES.values() for n in body} | {"embedding", "embedding_bag"}
     assert covered == set(OPS)
 
 

@@ -11,13 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from store.ingest import TextEncoder
-from store.ingest.text import SUBWORD_BUCKETS, trigrams
+from store.ingest.text import SUBWORD_BUCKETS, ngram_features, trigrams
 
 CORPUS = ["The cat sat on the mat.", "The dog ate the cat's food!", "Ünïcödé wörds, café; the END"]
 
 
 def test_fit_ranks_words_by_frequency_and_encodes_with_padding_and_unknown() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_length=6, subword_buckets=0)
+    encoder = TextEncoder.fit(CORPUS, max_length=6, subword_buckets=0, ngram_buckets=0)
     assert encoder.max_length == 6
     ids = encoder.encode(["the cat", "THE zebra cat on the mat mat mat", ""])
     assert ids.dtype == np.int32 and ids.shape == (3, 6)
@@ -37,7 +37,7 @@ def test_words_are_lower_cased_unicode_words() -> None:
 def test_max_vocab_caps_the_vocabulary_including_padding_and_unknown() -> None:
     encoder = TextEncoder.fit(CORPUS, max_vocab=5, subword_buckets=0)
     assert encoder.vocab_size == 5
-    assert int(encoder.encode(CORPUS).max()) == 4
+    assert int(encoder.encode(CORPUS)[:, :encoder.max_length].max()) == 4
 
 
 def test_the_default_length_is_the_95th_percentile_clamped() -> None:
@@ -56,8 +56,11 @@ def test_json_round_trip_encodes_the_same() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [{}, {"version": 3, "max_length": 8, "words": []}, {"version": 2, "max_length": 8, "words": [],
-                                                        "subword_buckets": -1},
+    [{}, {"version": 4, "max_length": 8, "words": []},
+     {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 16},
+     {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 16, "bag_length": -1},
+     {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 0, "bag_length": 8},
+     {"version": 2, "max_length": 8, "words": [], "subword_buckets": -1},
      {"version": 1, "max_length": 0, "words": []},
      {"version": 1, "max_length": True, "words": []}, {"version": 1, "max_length": 8, "words": "abc"},
      {"version": 1, "max_length": 8, "words": ["a", "a"]}, {"version": 1, "max_length": 8, "words": ["a", 3]}],
@@ -73,15 +76,18 @@ def test_malformed_json_is_a_value_error(data: dict[str, Any]) -> None:
     max_vocab=st.integers(2, 50),
 )
 def test_encode_stays_within_the_vocabulary_and_length(train: list[str], texts: list[str], max_vocab: int) -> None:
-    encoder = TextEncoder.fit(train, max_vocab=max_vocab)
+    encoder = TextEncoder.fit(train, max_vocab=max_vocab, ngram_buckets=64)
     ids = encoder.encode(texts)
-    assert ids.shape == (len(texts), encoder.max_length)
+    words, bag = ids[:, :encoder.max_length], ids[:, encoder.max_length:]
+    assert ids.shape == (len(texts), encoder.max_length + encoder.bag_length)
     assert 8 <= encoder.max_length <= 256 and encoder.vocab_size <= max_vocab + SUBWORD_BUCKETS
-    assert ids.size == 0 or (ids.min() >= 0 and ids.max() < encoder.vocab_size)
+    assert 8 <= encoder.bag_length <= 1024 and encoder.layout()["bag_vocab"] == 65
+    assert words.size == 0 or (words.min() >= 0 and words.max() < encoder.vocab_size)
+    assert bag.size == 0 or (bag.min() >= 0 and bag.max() <= 64)
 
 
 def test_unknown_words_become_character_trigram_buckets() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_length=12)
+    encoder = TextEncoder.fit(CORPUS, max_length=12, ngram_buckets=0)
     words = 2 + len(encoder.to_json()["words"])
     assert encoder.vocab_size == words + SUBWORD_BUCKETS
     (zebra,) = encoder.encode(["zebra"])
@@ -95,3 +101,45 @@ def test_unknown_words_become_character_trigram_buckets() -> None:
 def test_version_1_json_still_loads_without_subwords() -> None:
     old = TextEncoder.from_json({"version": 1, "max_length": 4, "words": ["cat"]})
     np.testing.assert_array_equal(old.encode(["cat zebra"]), [[2, 1, 0, 0]])
+
+
+def test_the_bag_holds_each_texts_distinct_hashed_ngram_features_after_the_words() -> None:
+    encoder = TextEncoder.fit(CORPUS, max_length=4, ngram_buckets=1 << 20)
+    assert encoder.layout() == {"vocab_size": encoder.vocab_size, "bag_start": 4, "bag_vocab": (1 << 20) + 1}
+    (row,) = encoder.encode(["Cat sat, cat!"])
+    words, bag = row[:4], row[4:]
+    np.testing.assert_array_equal(words, encoder.encode(["cat sat , cat !"])[0, :4])  # the words as before
+    kept = bag[bag > 0]
+    features = ngram_features("Cat sat, cat!")
+    assert {"w cat", "b cat sat", "b sat ,", "c  c", "c cat ", "c  cat ", "c at"} <= features
+    assert "c cats" not in features and "b cat cat" not in features
+    assert len(kept) == len(set(kept)) == len(features) and list(kept) == sorted(kept)  # 2^20 buckets: no clash
+    assert np.all(bag[len(kept):] == 0)
+    (similar,) = encoder.encode(["cats"])
+    assert set(similar[similar > 0]) & set(kept)  # an unseen word shares character n-grams with a seen one
+
+
+def test_the_bag_length_is_the_99th_percentile_of_feature_counts_and_cuts_longer_texts() -> None:
+    encoder = TextEncoder.fit(["a"] * 200 + [" ".join(f"w{i}" for i in range(300))])
+    assert encoder.bag_length == 8  # "a": 1 word + 2 character bigrams; the one long text is past the 99th
+    row = encoder.encode([" ".join(f"w{i}" for i in range(300))])[0, encoder.max_length:]
+    assert np.all(row > 0) and len(row) == 8
+
+
+def test_the_bag_has_a_power_of_two_buckets_at_least_four_times_the_distinct_features() -> None:
+    assert TextEncoder.fit(["a"]).ngram_buckets == 256  # 3 features; at least 256
+    texts = [f"w{i}" for i in range(1000)]  # 1,000 words, 1,000 bigrams " w"... and other character n-grams
+    distinct = len(set().union(*(ngram_features(t) for t in texts)))
+    buckets = TextEncoder.fit(texts).ngram_buckets
+    assert buckets & (buckets - 1) == 0 and 4 * distinct <= buckets < 8 * distinct
+    assert TextEncoder.fit([f"w{i} v{i}" for i in range(40_000)]).ngram_buckets == 2**17  # the cap
+    assert TextEncoder.fit(texts, ngram_buckets=0).layout()["bag_vocab"] == 0
+
+
+def test_version_2_json_still_loads_without_a_bag() -> None:
+    encoder = TextEncoder.fit(CORPUS, max_length=6)
+    old = encoder.to_json() | {"version": 2}
+    del old["ngram_buckets"], old["bag_length"]
+    again = TextEncoder.from_json(old)
+    assert again.layout()["bag_vocab"] == 0
+    np.testing.assert_array_equal(again.encode(CORPUS), encoder.encode(CORPUS)[:, :6])

@@ -211,9 +211,10 @@ def test_network_input_of_images_is_float32_raw_pixels() -> None:
 def test_network_input_of_texts_is_the_encoders_ids() -> None:
     texts = ["a good film", "", "never seen words"]
     x = network_input(TEXT, texts=texts)
-    assert (x.dtype, x.shape) == (np.dtype(np.int32), (3, 6))
+    assert (x.dtype, x.shape) == (np.dtype(np.int32), (3, 6 + ENCODER.bag_length))  # word ids, then the n-gram bag
     np.testing.assert_array_equal(x, ENCODER.encode(texts))
-    assert x[0].tolist() == [2 + ENCODER.to_json()["words"].index(w) for w in ("a", "good", "film")] + [0, 0, 0]
+    assert x[0, :6].tolist() == [2 + ENCODER.to_json()["words"].index(w) for w in ("a", "good", "film")] + [0, 0, 0]
+    assert np.all(x[0, 6:] >= 0) and np.count_nonzero(x[0, 6:]) > 3
 
 
 @pytest.mark.parametrize(("preprocessing", "kwargs", "message"), [

@@ -111,7 +111,8 @@ def test_sampling_and_mutation_reach_every_block_type_and_encoder() -> None:
     drawn = [sample(rng, image) for _ in range(100)]
     assert {s["block"] for c in drawn for s in c.arch["stages"]} == {"plain", "residual", "inverted", "dense"}
     assert {len(c.arch["stages"]) for c in drawn} == {1, 2, 3, 4}
-    assert {c.arch["encoder"] for c in (sample(rng, text) for _ in range(60))} == {"bag", "cnn", "transformer"}
+    encoders = {c.arch["encoder"] for c in (sample(rng, text) for _ in range(60))}
+    assert encoders == {"bag", "cnn", "transformer", "ngrams"}
     candidate, blocks = seeds(image)[1], set()
     for _ in range(300):
         candidate = mutate(rng, candidate, image)

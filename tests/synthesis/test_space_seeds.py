@@ -50,8 +50,8 @@ def test_image_seeds_are_valid_networks_for_each_input_shape(shape: tuple[int, i
 def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
     info = text_info(length)
     found = seeds(info)
-    assert [c.origin for c in found] == ["seed:default-text-cnn", "seed:fasttext", "seed:kim-cnn",
-                                         "seed:transformer"]
+    assert [c.origin for c in found] == ["seed:default-text-cnn", "seed:hashed-ngrams", "seed:fasttext",
+                                         "seed:kim-cnn", "seed:transformer"]
     for candidate in found:
         spec = to_spec(candidate, info)
         assert build(spec).graph.output_type.shape == (3,)
@@ -95,10 +95,29 @@ def test_the_seeds_are_the_designs_they_are_named_after() -> None:
     kim = to_spec(seed(text, "kim-cnn"), text)
     assert sorted(n.params["kernel_size"] for n in kim.nodes if n.op == "conv1d") == [3, 4, 5]
     assert [n.op for n in to_spec(seed(text, "fasttext"), text).nodes] == ["embedding", "global_avg_pool", "dense"]
+    ngrams = to_spec(seed(text, "hashed-ngrams"), text)  # no bag in the input: a bag of the word ids
+    assert (ngrams.nodes[0].op, ngrams.nodes[0].params.get("start", 0)) == ("embedding_bag", 0)
+
+
+@pytest.mark.parametrize("name", ["hashed-ngrams", "kim-cnn", "transformer", "fasttext"])
+def test_with_a_bag_the_ngram_encoder_reads_only_the_bag_and_the_others_only_the_words(name: str) -> None:
+    info = SpaceInfo("text", (12,), 2, vocab_size=30, bag_start=5, bag_vocab=40)
+    model = build(to_spec(seed(info, name), info))
+    variables = model.init(jax.random.key(0))
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.integers(0, 30, (3, 5)), rng.integers(0, 40, (3, 7))], axis=1).astype(np.int32)
+    other_words, other_bag = x.copy(), x.copy()
+    other_words[:, :5] = rng.integers(0, 30, (3, 5))
+    other_bag[:, 5:] = rng.integers(0, 40, (3, 7))
+    logits = [np.asarray(model.apply(variables, v)[0]) for v in (x, other_words, other_bag)]
+    reads_bag = name == "hashed-ngrams"
+    assert np.array_equal(logits[0], logits[2]) != reads_bag  # the bag changes the n-gram network's output only
+    assert np.array_equal(logits[0], logits[1]) == reads_bag
 
 
 RUNS = [(image_info((8, 8, 1)), "lenet"), (image_info((28, 28, 1)), "mobilenet"),
-        (image_info((32, 32, 3)), "resnet"), (text_info(16), "kim-cnn"), (text_info(16), "transformer")]
+        (image_info((32, 32, 3)), "resnet"), (text_info(16), "kim-cnn"), (text_info(16), "transformer"),
+        (text_info(16), "hashed-ngrams")]
 
 
 @pytest.mark.parametrize(("info", "name"), RUNS, ids=[name for _, name in RUNS])

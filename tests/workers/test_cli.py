@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import numpy as np
 
 from core.onnx_run import OnnxClassifier
 from store.settings import Settings
-from tests.datasets import digits_arrays, write_image_zip
+from tests.datasets import digits_arrays, write_image_zip, write_text_csv
 from tests.workers.conftest import make_keys
 from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for
 
@@ -101,3 +102,40 @@ def test_bad_data_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
     assert done.returncode == 2 and "not 'soon'" in done.stderr
     done = _cli(tmp_path / "missing.zip", "--out", tmp_path / "out")
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def _spam_texts(rows: int, seed: int) -> tuple[list[str], list[str]]:
+    """Short messages: 'spam' offers prizes to call a number, 'ham' is chat (random words of each kind)."""
+    rng = np.random.default_rng(seed)
+    spam = ["win", "prize", "claim", "free", "urgent", "cash", "txt", "award"]
+    ham = ["see", "you", "later", "home", "dinner", "ok", "love", "tomorrow"]
+    texts, labels = [], []
+    for i in range(rows):
+        words = rng.choice(spam if i % 2 else ham, size=int(rng.integers(3, 9)))
+        number = f" call 0{rng.integers(8_000_000_000, 9_000_000_000)}" if i % 2 else ""
+        texts.append(" ".join(words) + number)
+        labels.append("spam" if i % 2 else "ham")
+    return texts, labels
+
+
+def test_cli_synthesizes_texts_with_the_ngram_bag_and_predicts_raw_texts(tmp_path: Path) -> None:
+    """A CSV of texts: the package's encoder appends the n-gram bag, the search tries the n-gram encoder, and
+    `predict` turns raw texts into the same inputs the model was trained on."""
+    texts, labels = _spam_texts(240, 0)
+    data, out = write_text_csv(tmp_path / "texts.csv", texts, labels), tmp_path / "out"
+    done = _cli(data, "--epochs", 6, "--seed", SEED, "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    encoder = json.loads((out / "preprocessing.json").read_text())["encoder"]
+    assert encoder["version"] == 3 and encoder["ngram_buckets"] >= 256 and encoder["bag_length"] >= 8
+    spec = json.loads((out / "spec.json").read_text())
+    assert spec["input"]["shape"] == [encoder["max_length"] + encoder["bag_length"]]
+    log = [json.loads(line) for line in (out / "search_log.jsonl").read_text().splitlines()]
+    assert "ngrams" in {e["arch"]["encoder"] for e in log}
+    unseen, truth = _spam_texts(40, 1)
+    held_out = write_text_csv(tmp_path / "unseen.csv", unseen, truth)
+    predicted = subprocess.run([sys.executable, "-m", "api.cli", "predict", out, held_out, "--output",
+                                tmp_path / "preds.csv"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    with (tmp_path / "preds.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 40 and np.mean([r["predicted"] == t for r, t in zip(rows, truth, strict=True)]) >= 0.9
