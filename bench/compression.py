@@ -83,6 +83,7 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     from core.onnx_run import OnnxClassifier
     from core.training import train
     from store.ingest import TextEncoder
+    from store.ingest.text import Layout
     from synthesis import space
     from synthesis.compress import Options, compress
     from synthesis.engine import Task, space_info
@@ -95,15 +96,15 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
         x_train, y_train = x_train[:setting.rows], y_train[:setting.rows]
     if split.modality == "text":
         encoder = TextEncoder.fit(list(x_train))
-        x, x_test, vocab, groups = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.vocab_size, None
+        x, x_test, vocab, groups = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.layout(), None
     else:
-        x, vocab = x_train.astype(np.float32), 0
+        x, vocab = x_train.astype(np.float32), Layout(vocab_size=0, bag_start=0, bag_vocab=0)
         groups = np.unique(x_train.reshape(len(x_train), -1), axis=0, return_inverse=True)[1].reshape(-1)
         x_test = x_test.astype(np.float32)
     y = y_train.astype(np.int32)
     parts = stratified_split(y, args.seed, val_fraction=VAL_FRACTION, test_fraction=0.0, groups=groups)
     data = Dataset(x[parts.train], y[parts.train], x[parts.val], y[parts.val])
-    task = Task(split.modality, x, y, len(split.classes), vocab_size=vocab, groups=groups)
+    task = Task(split.modality, x, y, len(split.classes), groups=groups, **vocab)  # text: words, then the n-gram bag
     info = space_info(task, parts.train)
     candidate = next(c for c in space.seeds(info) if c.origin == setting.seed_design)
     spec = space.to_spec(candidate, info)
