@@ -11,6 +11,9 @@ from typing import Any
 import numpy as np
 
 from core.data import Dataset
+from core.evaluation import evaluate
+from core.model import build
+from core.training import better
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.compress import DEFAULT_TOLERANCE
@@ -191,7 +194,7 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
             continue
         kept = search.best_trained()  # a trial whose extrapolation ranked lower may still validate better
         if kept is not None and kept is not winner and kept.result is not None and kept.result.variables is not None \
-                and kept.result.best_metric > metric:
+                and _validates_better((kept, kept.result.variables), (winner, chosen), info, data):
             reporter.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
                                               "instead_of": winner.candidate.id, "their_val_accuracy": metric})
             return kept, kept.result.variables
@@ -217,3 +220,11 @@ def _pareto(trials: list[Trial], winner: Trial, model: Delivered,
                        "latency_ms": m["latency_ms"], "latency": "measured", "delivered": True,
                        "variant": "compressed", "model_bytes": m["model_bytes"]})
     return [points[i] for i in pareto_front(points)]
+
+
+def _validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str, Any]], info: space.SpaceInfo,
+                      data: Dataset) -> bool:
+    """Whether network ``a`` (a trial and its weights) beats ``b`` on the validation rows: higher accuracy, or
+    the same accuracy at a lower loss (:func:`core.training.better`; a few hundred validation rows often tie)."""
+    scores = [evaluate(build(space.to_spec(t.candidate, info)), v, data.x_val, data.y_val) for t, v in (a, b)]
+    return better(scores[0], scores[1]["accuracy"], scores[1]["loss"])

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 
 from core import artifact, checkpoint, tree
+from core.data import Dataset
 from core.evaluation import predict_proba
 from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
 from synthesis.budget import Budget
-from synthesis.engine import Options, Synthesis, Task, synthesize
+from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
 from synthesis.pareto import dominates
 from synthesis.progress import Cancelled, NullReporter, Stopped
-from synthesis.space import Constraints, LatencyModel
+from synthesis.search import Trial
+from synthesis.space import Constraints, LatencyModel, SpaceInfo, seeds, to_spec
 from tests.datasets import digits_arrays
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)  # fixed, so runs do not depend on this machine
@@ -154,3 +157,21 @@ def test_cancelling_still_delivers_the_best_model_so_far(digits_task: Task) -> N
     assert len(result.log) == 2  # no trial started after the cancellation
     assert result.model.metrics["test_accuracy"] is not None
     assert result.model.metrics["candidate"] in {e["id"] for e in result.log}
+
+
+def test_between_the_final_network_and_a_kept_trial_a_validation_tie_goes_to_the_lower_loss() -> None:
+    """Equal validation accuracy (a few hundred rows often tie) is broken by the validation loss, as between a
+    training run's epochs (core.training.better)."""
+    info = SpaceInfo("image", (8, 8, 1), 3)
+    candidate = seeds(info)[0]
+    model = build(to_spec(candidate, info))
+    sure = model.init(jax.random.key(0))
+    x = np.random.default_rng(0).normal(0, 1, (40, 8, 8, 1)).astype(np.float32)
+    y = np.asarray(predict_proba(model, sure, x).argmax(axis=1), np.int32)  # every answer right: accuracy 1
+    flat = tree.flatten(sure)
+    flat["params/logits/kernel"] = flat["params/logits/kernel"] * 0.1  # the same answers, less sure of them
+    unsure = tree.unflatten(flat)
+    data = Dataset(x, y, x, y)
+    trial = Trial(0, candidate)
+    assert _validates_better((trial, sure), (trial, unsure), info, data)
+    assert not _validates_better((trial, unsure), (trial, sure), info, data)
