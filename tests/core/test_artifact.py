@@ -154,6 +154,7 @@ def test_a_table_pruned_by_whole_rows_costs_about_a_bit_per_row_and_round_trips(
         decoded = artifact.decode(data)
         got = tree.flatten(decoded.variables["params"])
         assert all(bits(got[p]) == bits(params[p]) for p in params)
+        assert decoded.reparam is not None
         np.testing.assert_array_equal(np.asarray(decoded.reparam.masks["embed/embedding"]), mask)
         if mask is row_mask:
             mask_bytes = leaf_entries(data)[0][3][0]  # embed/embedding: its mask's first stream

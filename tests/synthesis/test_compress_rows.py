@@ -79,7 +79,7 @@ def test_a_pruning_round_drops_unused_and_noise_rows_keeps_the_signal_and_packs_
     pruned = prune_round(ctx, state, slack=0.05)  # verifies the hand-over keeps the outputs, else raises
     assert pruned is not None
     mask = np.asarray(pruned.reparam.masks["embed/embedding"])
-    rows = mask.any(axis=1)
+    rows = np.asarray(mask.any(axis=1), bool)
     assert np.all(mask[rows] == 1)  # each token keeps all of its dimensions or none
     assert rows[SIGNAL].all() and not rows[list(UNSEEN)].any() and rows.sum() < 48 - 6
     table = np.asarray(tree.flatten(pruned.variables["params"])["embed/embedding"])
