@@ -99,9 +99,10 @@ class TextEncoder:
 
     def bag_ids(self, text: str) -> list[int]:
         """The sorted distinct bag ids of a text's n-gram features, untruncated (empty without a bag)."""
-        if not self.ngram_buckets:
-            return []
-        return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.ngram_buckets for f in ngram_features(text)})
+        return self._hashed(ngram_features(text)) if self.ngram_buckets else []
+
+    def _hashed(self, features: set[str]) -> list[int]:
+        return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.ngram_buckets for f in features})
 
     @classmethod
     def fit(cls, texts: Sequence[str], max_vocab: int = 20000, max_length: int | None = None,
@@ -119,15 +120,16 @@ class TextEncoder:
             counts.update(tokenize(text))
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
         words = [word for word, _ in ranked[: max_vocab - _RESERVED]]
+        features = [ngram_features(text) for text in texts] if ngram_buckets != 0 else []
         if ngram_buckets is None:
-            distinct = len(set().union(*(ngram_features(text) for text in texts)))
+            distinct = len(set().union(*features))
             ngram_buckets = min(max(1 << (4 * distinct - 1).bit_length(), NGRAM_BUCKETS[0]), NGRAM_BUCKETS[1])
         bag = _MAX_BAG if ngram_buckets else 0
         encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets, ngram_buckets, bag)
         if max_length is None:
             encoder.max_length = _percentile([len(encoder.ids(text)) for text in texts], 95, _MAX_LENGTH)
         if ngram_buckets:
-            encoder.bag_length = _percentile([len(encoder.bag_ids(text)) for text in texts], 99, _MAX_BAG)
+            encoder.bag_length = _percentile([len(encoder._hashed(f)) for f in features], 99, _MAX_BAG)
         return encoder
 
     @property
