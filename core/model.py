@@ -61,11 +61,13 @@ def _call(layer: nn.Module, x: jax.Array) -> jax.Array:
     return y
 
 
-def _embed(p: dict[str, Any], ids: jax.Array, lowest: int, dtype: Dtype, name: str) -> jax.Array:
-    """The vectors of ``ids``; ids below ``lowest`` or outside the vocabulary give zero vectors."""
+def _embed(p: dict[str, Any], ids: jax.Array, lowest: int, dtype: Dtype, name: str) -> tuple[jax.Array, jax.Array]:
+    """The vectors of ``ids``, zero where an id is below ``lowest`` or outside the vocabulary, and the mask of
+    the kept ids (``[N, L, 1]``, the vectors' dtype)."""
     valid = jnp.logical_and(ids >= lowest, ids < p["vocab_size"])
     vectors = _call(nn.Embed(p["vocab_size"], p["dim"], dtype=dtype, name=name), jnp.where(valid, ids, 0))
-    return vectors * valid[..., None].astype(vectors.dtype)
+    keep = valid[..., None].astype(vectors.dtype)
+    return vectors * keep, keep
 
 
 def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Array:
@@ -92,11 +94,10 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
     if op == "dense":
         return nn.Dense(p["units"], use_bias=p["use_bias"], dtype=dtype, name=name)(x)
     if op == "embedding":
-        return _embed(p, x[:, :p["length"]], 0, dtype, name)
+        return _embed(p, x[:, :p["length"]], 0, dtype, name)[0]
     if op == "embedding_bag":
-        ids = x[:, p["start"]:]
-        total = jnp.sum(_embed(p, ids, 1, dtype, name), axis=1)
-        count = jnp.sum(jnp.logical_and(ids > 0, ids < p["vocab_size"]), axis=1, keepdims=True).astype(total.dtype)
+        vectors, keep = _embed(p, x[:, p["start"]:], 1, dtype, name)
+        total, count = jnp.sum(vectors, axis=1), jnp.sum(keep, axis=1)
         divisor = {"mean": count, "sqrt": jnp.sqrt(count), "sum": jnp.ones_like(count)}[p["norm"]]
         return total / jnp.maximum(divisor, 1.0)
     if op in ("max_pool2d", "max_pool1d"):

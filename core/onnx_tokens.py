@@ -10,9 +10,9 @@ from core.ops import TensorType
 from core.spec import Node
 
 
-def _vectors(b: Builder, n: Node, ids: str, lowest: int, p: Params) -> tuple[str, str]:
-    """The table rows of ``ids`` ([N, L, D]), zeroed where an id is below ``lowest`` or outside the vocabulary,
-    and the float mask of the kept ids ([N, L, 1])."""
+def _vectors(b: Builder, n: Node, ids: str, lowest: int, p: Params, out: str) -> tuple[str, str]:
+    """The table rows of ``ids`` ([N, L, D], named ``out``), zeroed where an id is below ``lowest`` or outside
+    the vocabulary, and the float mask of the kept ids ([N, L, 1])."""
     zero = b.const(f"{n.id}/zero", 0, np.int32)
     above = b.op("GreaterOrEqual", [ids, b.const(f"{n.id}/lowest", lowest, np.int32)], f"{n.id}/ge")
     below = b.op("Less", [ids, b.const(f"{n.id}/vocab", n.params["vocab_size"], np.int32)], f"{n.id}/lt")
@@ -23,7 +23,7 @@ def _vectors(b: Builder, n: Node, ids: str, lowest: int, p: Params) -> tuple[str
     axes = b.const(f"{n.id}/axes", [-1], np.int64)
     keep = b.op("Cast", [b.op("Unsqueeze", [valid, axes], f"{n.id}/valid3")], f"{n.id}/keep",
                 to=TensorProto.FLOAT)
-    return b.op("Mul", [vectors, keep], f"{n.id}/vectors"), keep
+    return b.op("Mul", [vectors, keep], out), keep
 
 
 def _positions(b: Builder, n: Node, ids: str, start: int, stop: int) -> str:
@@ -37,13 +37,13 @@ def embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Param
     length, ids = n.params["length"], xs[0]
     if length is not None and length < ts[0].shape[0]:
         ids = _positions(b, n, ids, 0, length)
-    return b.op("Identity", [_vectors(b, n, ids, 0, p)[0]], n.id)
+    return _vectors(b, n, ids, 0, p, n.id)[0]
 
 
 def embedding_bag(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
     """The sum of the kept ids' rows (ids ``[start:]``, 0 and out-of-vocabulary ids left out) over its norm."""
     ids = _positions(b, n, xs[0], n.params["start"], ts[0].shape[0])
-    vectors, keep = _vectors(b, n, ids, 1, p)
+    vectors, keep = _vectors(b, n, ids, 1, p, f"{n.id}/vectors")
     axis = b.const(f"{n.id}/bag_axis", [1], np.int64)  # ReduceSum takes its axes as an input from opset 13
     total = b.op("ReduceSum", [vectors, axis], f"{n.id}/sum", keepdims=0)
     count = b.op("ReduceSum", [keep, axis], f"{n.id}/count", keepdims=0)  # [N, 1]
