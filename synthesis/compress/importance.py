@@ -83,11 +83,11 @@ def row_importance(ctx: Context, spec: Spec, variables: dict[str, Any], paths: S
     ``ROW_ROWS`` training rows (first-order Taylor estimate of zeroing the row)."""
     model = ctx.model(spec)
     x, y = ctx.data.x_train[:ROW_ROWS], ctx.data.y_train[:ROW_ROWS]
-    totals = {p: np.zeros(np.shape(_leaf(variables["params"], tuple(p.split("/"))))[0]) for p in paths}
+    weights = {p: np.asarray(_leaf(variables["params"], tuple(p.split("/"))), np.float64) for p in paths}
+    totals = {p: np.zeros(len(w)) for p, w in weights.items()}
     for b in range(0, len(x), BATCH):
         grads = _grads(model, variables, x[b:b + BATCH], y[b:b + BATCH])
-        for p in paths:
-            w = np.asarray(_leaf(variables["params"], tuple(p.split("/"))), np.float64)
+        for p, w in weights.items():
             g = np.asarray(_leaf(grads, tuple(p.split("/"))), np.float64)
             totals[p] += np.abs((w * g).reshape(len(w), -1).sum(axis=1))
     return totals
