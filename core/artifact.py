@@ -80,14 +80,15 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
     live = np.ones(flat.size, bool) if mask is None else np.asarray(mask).ravel() != 0
     if np.any(flat[~live].view(np.uint32) != 0):
         raise CheckpointError(f"'{name}' is not exactly +0.0 where its mask prunes it")
+    squeezed: list[tuple[int, bytes]] = []  # (codec, payload) of each stream
     streams: list[bytes] = []
     mask_code = NONE
     if not live.all():
-        forms = [(sum(len(packing.squeeze(b)[1]) for b in raw), code, raw)
+        forms = [(sum(len(p) for _, p in packed), code, packed)
                  for code, raw in ((BITMAP, [packing.pack_bitmap(live)]), (GAPS, [packing.pack_gaps(live)]),
-                                   (ROWS, _pack_rows(live, arr.shape)))]
-        _, mask_code, raw = min(forms)
-        streams += raw
+                                   (ROWS, _pack_rows(live, arr.shape)))
+                 for packed in ([packing.squeeze(b) for b in raw],)]
+        _, mask_code, squeezed = min(forms, key=lambda form: form[:2])
     kept = flat[live]
     codebook = _codebook(kept, np.asarray(idx).ravel()[live], k) if k else None
     if codebook is None:
@@ -96,7 +97,7 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
     else:
         streams += [codebook.astype("<f4").tobytes(),
                     packing.pack_bits(np.asarray(idx).ravel()[live], packing.bits_for(k))]
-    squeezed = [packing.squeeze(s) for s in streams]
+    squeezed += [packing.squeeze(s) for s in streams]
     entry = [mask_code, k, [c for c, _ in squeezed], [len(p) for _, p in squeezed]]
     return entry, [p for _, p in squeezed]
 
