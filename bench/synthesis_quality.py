@@ -4,8 +4,8 @@ Systems (``bench/README.md`` says how each is configured):
 
 * ``netsynth``: ``synthesis.engine.synthesize`` in-process on the training part (it splits off its own
   validation and test rows from it) under ``Budget(seconds=...)``; the delivered ONNX model is scored with
-  ``core.onnx_run.OnnxClassifier`` on the benchmark's held-out test part. Texts are encoded by a
-  ``store.ingest.TextEncoder`` fitted on the training texts only.
+  ``core.onnx_run.OnnxClassifier`` on the benchmark's held-out test part. Texts are encoded as a job encodes
+  them (``workers.data.text_task``): the vocabulary is learned from the engine's training rows only.
 * ``hand_cnn`` (images): a small CNN written by hand in PyTorch (CPU), ``bench/peers/hand_cnn.py``.
 * ``tfidf`` (text): TF-IDF word + character n-grams and logistic regression, ``bench/peers/tfidf.py``.
 * ``autokeras``: AutoKeras 3.0.0 in its own virtual environment (``--autokeras-python``), through
@@ -92,15 +92,13 @@ class LogReporter:
 def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str, Any]:
     """Synthesize on the training part, score the delivered ONNX model on the test part."""
     from core.onnx_run import OnnxClassifier
-    from store.ingest import TextEncoder
     from synthesis.budget import Budget
     from synthesis.engine import Options, Task, synthesize
+    from workers.data import text_task
 
     start = time.monotonic()
-    if split.modality == "text":
-        encoder = TextEncoder.fit(list(split.x_train))
-        task = Task("text", encoder.encode(list(split.x_train)), split.y_train, len(split.classes),
-                    **encoder.layout())
+    if split.modality == "text":  # the vocabulary is learned from the rows the engine trains on, as in a job
+        task, encoder = text_task(list(split.x_train), split.y_train, len(split.classes), seed, test_fraction=0.0)
         x_test = encoder.encode(list(split.x_test))
     else:
         rows = split.x_train.reshape(len(split.x_train), -1)

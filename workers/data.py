@@ -57,9 +57,17 @@ def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepare
         groups = duplicate_groups([row.tobytes() for row in data.x])
         task = Task("image", data.x, data.y, len(data.classes), groups=groups)
         return Prepared(task, {"kind": "image", "shape": [h, w, c], "resize": CENTRE_CROP}, list(data.classes))
-    groups = duplicate_groups([t.encode("utf-8") for t in data.texts])
-    train_rows = stratified_split(data.y, seed, groups=groups).train
-    encoder = TextEncoder.fit([data.texts[i] for i in train_rows])
-    ids = np.asarray(encoder.encode(data.texts), np.int32)
-    task = Task("text", ids, data.y, len(data.classes), groups=groups, **encoder.layout())
+    task, encoder = text_task(data.texts, data.y, len(data.classes), seed)
     return Prepared(task, {"kind": "text", "encoder": encoder.to_json()}, list(data.classes))
+
+
+def text_task(texts: list[str], y: np.ndarray, num_classes: int, seed: int,
+              test_fraction: float = 0.1) -> tuple[Task, TextEncoder]:
+    """The text task synthesis trains on and its encoder, learned from the rows synthesis will train on: the
+    split `synthesis.engine.synthesize` makes with the same seed and `test_fraction` (`Options`), so no
+    validation or test text shapes the vocabulary the candidates are chosen by."""
+    groups = duplicate_groups([t.encode("utf-8") for t in texts])
+    train_rows = stratified_split(y, seed, test_fraction=test_fraction, groups=groups).train
+    encoder = TextEncoder.fit([texts[i] for i in train_rows])
+    ids = np.asarray(encoder.encode(texts), np.int32)
+    return Task("text", ids, y, num_classes, groups=groups, **encoder.layout()), encoder

@@ -11,7 +11,8 @@ from store.ingest import Limits, inspect_file
 from store.ingest.resize import fit_pixels
 from store.models import Dataset
 from tests.datasets import png_bytes, write_zip
-from workers.data import prepare, prepare_file
+from synthesis.split import stratified_split
+from workers.data import prepare, prepare_file, text_task
 
 FEW = Limits(min_samples_per_class=2)
 
@@ -41,3 +42,16 @@ def test_a_job_loads_its_dataset_at_the_size_declared_at_upload(tmp_path: Path) 
     assert prepared.preprocessing["shape"] == [6, 12, 3]
     np.testing.assert_array_equal(prepared.task.x[0], fit_pixels(images[0][None], (6, 12))[0])
     np.testing.assert_array_equal(prepared.task.x[4], fit_pixels(images[4][None], (6, 12))[0])
+
+
+def test_text_task_learns_its_vocabulary_from_the_engines_training_rows_only() -> None:
+    texts = [f"common{i % 3} word{i}" for i in range(60)]  # each row has a word of its own
+    y = np.arange(60) % 2
+    task, encoder = text_task(texts, y, 2, seed=3, test_fraction=0.2)
+    split = stratified_split(y, 3, test_fraction=0.2, groups=task.groups)
+    assert len(split.val) and len(split.test)
+    vocabulary = encoder.to_json()["words"]
+    assert {f"word{i}" for i in split.train} <= set(vocabulary)
+    assert not {f"word{i}" for i in np.concatenate([split.val, split.test])} & set(vocabulary)
+    assert np.array_equal(task.x, np.asarray(encoder.encode(texts), np.int32))
+    assert task.bag_start > 0 and task.bag_vocab == encoder.ngram_buckets + 1
