@@ -44,14 +44,26 @@ class Schedule:
         if min(shares) < 0 or abs(sum(shares) - 1) > 1e-9:
             raise ValueError("schedule shares must be non-negative and sum to 1")
 
+    @classmethod
+    def for_rows(cls, train_rows: int, search_rows: int) -> Schedule:
+        """The schedule for `train_rows` training rows of which search trials train on `search_rows`: the
+        default, or — when the search trains on a sample — a larger share for the final training, whose
+        epochs cost `train_rows / search_rows` times a search epoch."""
+        return cls() if search_rows >= train_rows else LARGE_DATA
+
+
+LARGE_DATA = Schedule(search=0.3, fine=0.15, final=0.5, reports=0.05)
+"""The schedule when the search trains on a sample of the training rows (`Schedule.for_rows`)."""
+
 
 @dataclass
 class Budget:
-    """Seconds (a wall-clock deadline) or epochs (reproducible); `clock` is injectable for tests."""
+    """Seconds (a wall-clock deadline) or epochs (reproducible); `clock` is injectable for tests. Without a
+    `schedule`, the engine chooses one for the data (`Schedule.for_rows`); until then the default applies."""
 
     seconds: float | None = None
     epochs: int | None = None
-    schedule: Schedule = field(default_factory=Schedule)
+    schedule: Schedule | None = None
     clock: Callable[[], float] = time.monotonic
     started: float = field(init=False)
     epochs_used: int = field(init=False, default=0)
@@ -97,14 +109,19 @@ class Budget:
             return 1 << 30
         return max(int(self.epochs * until) - self.epochs_used, 0)
 
+    @property
+    def shares(self) -> Schedule:
+        """The schedule in force: the one given or chosen, else the default."""
+        return self.schedule or Schedule()
+
     def search_end(self) -> float:
         """The fraction of the budget at which the search must stop."""
-        return self.schedule.search
+        return self.shares.search
 
     def final_end(self) -> float:
         """The fraction of the budget at which final training must stop (fine synthesis follows)."""
-        return self.schedule.search + self.schedule.final
+        return self.shares.search + self.shares.final
 
     def fine_end(self) -> float:
         """The fraction at which fine synthesis (compressing the winner) must stop; reports get the rest."""
-        return self.schedule.search + self.schedule.final + self.schedule.fine
+        return self.shares.search + self.shares.final + self.shares.fine

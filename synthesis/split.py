@@ -48,3 +48,14 @@ def stratified_split(y: np.ndarray, seed: int, val_fraction: float = 0.1, test_f
         parts[0].append(rows[n_val + n_test:])
     train, val, test = (np.sort(np.concatenate(p)).astype(np.int64) for p in parts)
     return Split(train=train, val=val, test=test, seed=seed)
+
+
+def stratified_sample(y: np.ndarray, rows: int, seed: int) -> np.ndarray:
+    """Sorted indices of about `rows` rows drawn without replacement, each class in its proportion (at least
+    one row of every class); all rows when there are no more than `rows`."""
+    if rows >= len(y):
+        return np.arange(len(y), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    picked = [rng.permutation(members)[:max(round(len(members) * rows / len(y)), 1)]
+              for members in (np.flatnonzero(y == cls) for cls in np.unique(y))]
+    return np.sort(np.concatenate(picked)).astype(np.int64)

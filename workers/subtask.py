@@ -44,8 +44,9 @@ def _claim(ctx: Context, row_id: uuid.UUID, worker: str) -> tuple[TrialTask, Job
 
 
 def training_data(ctx: Context, job: Job) -> Arrays:
-    """The training and validation split the job's search uses (the engine's split of the job's dataset)."""
-    from synthesis.engine import Options, split_task
+    """The training and validation rows the job's search trains on (the engine's split of the job's dataset,
+    and its sample for the search)."""
+    from synthesis.engine import Options, search_data, split_task
     from workers.data import prepare
 
     assert job.dataset_id is not None
@@ -56,7 +57,7 @@ def training_data(ctx: Context, job: Job) -> Arrays:
             session.expunge(dataset)
         task = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), job.seed).task
         _cache.clear()  # one dataset at a time per process
-        _cache[cache_key] = split_task(task, job.seed, Options().test_fraction)[2]
+        _cache[cache_key] = search_data(split_task(task, job.seed, Options().test_fraction)[2], job.seed)
     return _cache[cache_key]
 
 

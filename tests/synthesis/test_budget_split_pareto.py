@@ -12,7 +12,7 @@ from store.settings import Settings
 from synthesis.budget import TIERS, Budget, Schedule, tier_for
 from synthesis.pace import Pace
 from synthesis.pareto import dominates, pareto_front
-from synthesis.split import stratified_split
+from synthesis.split import stratified_sample, stratified_split
 from synthesis.trial import TrialResult
 
 
@@ -59,6 +59,29 @@ def test_epoch_budget_accounting() -> None:
 def test_the_stages_end_in_order_and_leave_the_reports_their_share() -> None:
     budget = Budget(epochs=100)
     assert budget.search_end() < budget.final_end() < budget.fine_end() == pytest.approx(0.95)
+
+
+def test_an_unscheduled_budget_gets_the_default_until_the_engine_chooses() -> None:
+    budget = Budget(epochs=10)
+    assert budget.schedule is None and budget.search_end() == Schedule().search
+    assert Schedule.for_rows(5_000, 5_000) == Schedule()
+    large = Schedule.for_rows(60_000, 10_000)
+    assert large.final > Schedule().final and large.search < Schedule().search  # full-data epochs cost more
+
+
+@given(st.lists(st.integers(0, 4), min_size=30, max_size=300), st.integers(1, 320), st.integers(0, 5))
+def test_a_stratified_sample_keeps_every_class_and_its_proportion(labels: list[int], rows: int, seed: int) -> None:
+    y = np.asarray(labels)
+    picked = stratified_sample(y, rows, seed)
+    assert np.array_equal(picked, np.unique(picked))  # sorted, no row twice
+    if rows >= len(y):
+        assert len(picked) == len(y)
+        return
+    assert set(y[picked]) == set(y)
+    assert abs(len(picked) - rows) <= len(set(labels))  # rounding, and at least one row per class
+    for cls in set(labels):
+        share = np.mean(y == cls)
+        assert abs(np.sum(y[picked] == cls) - share * rows) <= 1
 
 
 @given(st.lists(st.integers(0, 4), min_size=30, max_size=200), st.integers(0, 10))

@@ -14,11 +14,12 @@ from core.evaluation import predict_proba
 from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
-from synthesis.budget import Budget
+from synthesis import engine
+from synthesis.budget import LARGE_DATA, Budget
 from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
 from synthesis.pareto import dominates
 from synthesis.progress import Cancelled, NullReporter, Stopped
-from synthesis.search import Trial
+from synthesis.search import Search, Trial
 from synthesis.space import Constraints, LatencyModel, SpaceInfo, seeds, to_spec
 from tests.datasets import digits_arrays
 
@@ -113,6 +114,45 @@ def test_time_budget_trials_start_within_the_search_share(digits_task: Task) -> 
     result = synthesize(digits_task, budget, Options(latency=LATENCY))
     assert result.log and all(e["started_at"] < budget.search_end() for e in result.log)
     assert result.seconds > 0
+
+
+class _Events(NullReporter):
+    def __init__(self) -> None:
+        self.events: dict[str, list[Any]] = {}
+
+    def event(self, kind: str, payload: Any) -> None:
+        self.events.setdefault(kind, []).append(payload)
+
+
+def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
+        digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    searched_rows: list[int] = []
+
+    class _Recorded(Search):
+        def __init__(self, info: SpaceInfo, data: Dataset, *args: Any) -> None:
+            searched_rows.append(len(data.x_train))
+            super().__init__(info, data, *args)
+
+    monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
+    monkeypatch.setattr(engine, "Search", _Recorded)
+    events, budget = _Events(), Budget(epochs=12)
+    result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
+    train_rows = result.split["train"]
+    assert searched_rows == [events.events["split"][0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
+    assert [e["train_rows"] for e in events.events["final"]] == [train_rows] and train_rows > 300
+    assert budget.schedule == LARGE_DATA  # the final training, on all rows, gets the larger share
+    assert result.model.metrics["test_accuracy"] > 0.3
+
+
+def test_search_data_samples_only_the_training_rows() -> None:
+    x, y = np.arange(30_000, dtype=np.float32).reshape(-1, 1), np.arange(30_000) % 3
+    data = Dataset(x, y, x[:50], y[:50])
+    sample = engine.search_data(data, seed=1)
+    assert abs(len(sample.x_train) - engine.SEARCH_ROWS) <= 3 and sample.x_val is data.x_val  # 3 classes round
+    assert set(sample.x_train[:, 0].astype(int)) <= set(range(30_000))
+    assert np.array_equal(sample.y_train, y[sample.x_train[:, 0].astype(int)])  # rows stay with their labels
+    small = Dataset(x[:900], y[:900], x[:50], y[:50])
+    assert engine.search_data(small, seed=1) is small
 
 
 def test_text_task() -> None:

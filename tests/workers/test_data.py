@@ -10,8 +10,8 @@ from store.blobs import FileBlobStore
 from store.ingest import Limits, inspect_file
 from store.ingest.resize import fit_pixels
 from store.models import Dataset
-from tests.datasets import png_bytes, write_zip
 from synthesis.split import stratified_split
+from tests.datasets import png_bytes, write_zip
 from workers.data import prepare, prepare_file, text_task
 
 FEW = Limits(min_samples_per_class=2)
