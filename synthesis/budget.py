@@ -52,7 +52,7 @@ class Schedule:
         return cls() if search_rows >= train_rows else LARGE_DATA
 
 
-LARGE_DATA = Schedule(search=0.3, fine=0.15, final=0.5, reports=0.05)
+LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.6, reports=0.05)
 """The schedule when the search trains on a sample of the training rows (`Schedule.for_rows`)."""
 
 

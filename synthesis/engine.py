@@ -21,6 +21,7 @@ from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.executor import TrialExecutor
 from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
+from synthesis.pace import FINAL_MARGIN
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
 from synthesis.search import Search, SearchConfig, Trial
@@ -196,7 +197,8 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         else:  # as many epochs as fit, so the learning-rate schedule completes before the deadline
             time_limit = max(budget.left(end), 1.0)
             epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most,
-                                               measured=winner.result, batch_size=winner.candidate.hparams.batch_size)
+                                               measured=winner.result, batch_size=winner.candidate.hparams.batch_size,
+                                               margin=FINAL_MARGIN)
         config = winner.candidate.hparams.to_train_config(
             epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit)
         searched = winner.result.variables if winner.result is not None else None
