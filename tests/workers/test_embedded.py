@@ -81,7 +81,7 @@ def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
             with digits.zip_path.open("rb") as f:
                 r = client.post(f"{V1}/datasets", headers=auth, files={"file": ("digits.zip", f)})
             assert r.status_code == 201, r.text
-            r = client.post(f"{V1}/jobs", headers=auth, json={"dataset_id": r.json()["id"], "budget": 90})
+            r = client.post(f"{V1}/jobs", headers=auth, json={"dataset_id": r.json()["id"], "budget": 60})
             assert r.status_code == 201, r.text
             job_url = f"{V1}/jobs/{r.json()['id']}"
             job = wait_for(lambda: (j := client.get(job_url, headers=auth).json())["state"] not in
