@@ -103,9 +103,9 @@ def split_task(task: Task, seed: int, test_fraction: float) -> tuple[Split, np.n
 
 SEARCH_ROWS = 10_000
 """The most training rows a search trial trains on. Larger datasets are searched on a stratified sample of
-them, which ranks architectures much as the full data does at a fraction of the cost (the proxy of
-Swersky et al., "Freeze-Thaw Bayesian Optimization", 2014, and of Klein et al., "Fast Bayesian Optimization of
-Machine Learning Hyperparameters on Large Datasets", AISTATS 2017); the final training takes all of them."""
+them, which ranks configurations much as the full data does at a fraction of the cost (Klein et al., "Fast
+Bayesian Optimization of Machine Learning Hyperparameters on Large Datasets", AISTATS 2017, use subsets as
+their cheap fidelity); the final training takes all of them."""
 
 
 def search_data(data: Dataset, seed: int) -> Dataset:
