@@ -95,17 +95,15 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     x_train, y_train, x_test = split.x_train, split.y_train, split.x_test
     if setting.rows:
         x_train, y_train = x_train[:setting.rows], y_train[:setting.rows]
-    y = y_train.astype(np.int32)
-    if split.modality == "text":  # the vocabulary comes from the training rows only, as in a job
-        groups = None
-        parts = stratified_split(y, args.seed, val_fraction=VAL_FRACTION, test_fraction=0.0)
+    y, text = y_train.astype(np.int32), split.modality == "text"
+    groups = None if text else np.unique(x_train.reshape(len(x_train), -1), axis=0, return_inverse=True)[1].reshape(-1)
+    parts = stratified_split(y, args.seed, val_fraction=VAL_FRACTION, test_fraction=0.0, groups=groups)
+    if text:  # the vocabulary comes from the training rows only, as in a job
         encoder = TextEncoder.fit([x_train[i] for i in parts.train])
         x, x_test, vocab = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.layout()
     else:
         x, vocab = x_train.astype(np.float32), Layout(vocab_size=0, bag_start=0, bag_vocab=0)
-        groups = np.unique(x_train.reshape(len(x_train), -1), axis=0, return_inverse=True)[1].reshape(-1)
         x_test = x_test.astype(np.float32)
-        parts = stratified_split(y, args.seed, val_fraction=VAL_FRACTION, test_fraction=0.0, groups=groups)
     data = Dataset(x[parts.train], y[parts.train], x[parts.val], y[parts.val])
     task = Task(split.modality, x, y, len(split.classes), groups=groups, **vocab)  # text: words, then the n-gram bag
     info = space_info(task, parts.train)
