@@ -111,9 +111,9 @@ their cheap fidelity); the final training takes all of them."""
 def search_data(data: Dataset, seed: int) -> Dataset:
     """The rows search trials train on: `data`, or a stratified sample of `SEARCH_ROWS` of its training rows
     (the validation rows stay whole) — the same for the engine and for trials run on other workers."""
-    rows = stratified_sample(data.y_train, SEARCH_ROWS, seed)
-    if len(rows) == len(data.y_train):
+    if len(data.y_train) <= SEARCH_ROWS:
         return data
+    rows = stratified_sample(data.y_train, SEARCH_ROWS, seed)
     return Dataset(data.x_train[rows], data.y_train[rows], data.x_val, data.y_val)
 
 
