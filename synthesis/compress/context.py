@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from core import artifact
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import Model, build
@@ -32,6 +33,12 @@ class Options:
     validation rows alone over-fits them: an embedding row of a token that no validation text has looks
     unimportant there); the tolerance is checked on all validation rows and nothing else.
     Budget shares: of the retraining epochs or seconds, for filters, connections (all rounds) and buckets.
+    ``enough``: the compression ratio (dense float32 bytes over the artifact's) at which compression stops; no
+    further stage or round runs once an accepted network reaches it (None: compress as far as the tolerance
+    allows). Past it each stage saves few bytes but still spends the tolerance, which is measured on the same
+    few hundred validation rows every stage chose on: on SMS Spam, pruning the embedding table from 2,897 to
+    129 of its 131,073 rows took the ratio from about 50x to 7,583x at an unchanged validation accuracy, and
+    cost a point of test accuracy.
     """
 
     importance: str = "taylor"
@@ -49,12 +56,15 @@ class Options:
     max_epochs: int = 30
     shares: tuple[float, float, float] = (0.25, 0.5, 0.25)
     output_atol: float = 1e-4
+    enough: float | None = 100.0
 
     def __post_init__(self) -> None:
         if self.importance not in ("taylor", "l1"):
             raise ValueError(f"importance must be 'taylor' or 'l1', got {self.importance!r}")
         if min(self.filter_slack, self.prune_slack, self.bucket_slack, self.prune_rounds, self.bucket_rounds) < 0:
             raise ValueError("slacks and rounds must be non-negative")
+        if self.enough is not None and self.enough <= 1:
+            raise ValueError(f"enough must be a ratio above 1 or None, got {self.enough}")
 
 
 def grant(budget: Budget, share: float, max_epochs: int, until: float = 1.0) -> tuple[int, float | None]:
@@ -92,6 +102,7 @@ class Context:
         self.floor = 0.0
         self.until = 1.0  # the fraction of the budget at which the running stage ends
         self._models: dict[str, Model] = {}
+        self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""
@@ -111,6 +122,14 @@ class Context:
         counts = np.bincount(np.asarray(self.y_probe, np.int64))
         room = 1.0 - float(counts.max()) / len(self.y_probe) if len(self.y_probe) else 1.0
         return self.accuracy(spec, variables, probe=True) - slack * room
+
+    def enough(self, state: State) -> bool:
+        """Whether ``state`` is compressed as far as ``options.enough`` asks (its artifact that many times smaller
+        than the dense float32 variables)."""
+        if self.options.enough is None or not self.dense_bytes:
+            return False
+        packed = artifact.encode(state.spec, state.variables, state.reparam)
+        return self.dense_bytes >= self.options.enough * len(packed)
 
     def stop(self) -> bool:
         """Whether the running stage's share of the budget is spent."""

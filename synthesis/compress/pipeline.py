@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from core import artifact, tree
+from core.analysis import analyse
 from core.data import Dataset
 from core.reparam import Reparam
 from core.spec import Spec
@@ -70,6 +71,8 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
     start = ctx.state(spec, variables, Reparam())
     ctx.floor = start.accuracy - tolerance
+    info = analyse(spec)
+    ctx.dense_bytes = 4 * (info.params + info.state)
     ctx.reporter.stage("compressing")
     best, stop_reason = start, "completed"
     enabled = [(s, share) for s, share, on in zip((filter_stage, connection_stage, bucket_stage), options.shares,
@@ -81,6 +84,8 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         for stage, share in enabled:
             end += share / total
             ctx.until = min(end, 1.0)
+            if ctx.enough(best):
+                break
             best = stage(ctx, best)
     except Cancelled:
         stop_reason = "cancelled"

@@ -17,7 +17,8 @@ ATTEMPTS = 2
 def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
             choose: Callable[[Context, State, float], State | None], rounds: int, once: bool) -> State:
     """Up to ``rounds`` tries of ``choose`` then retraining (each worth ``share / rounds``); a try within the
-    tolerance is kept (and ends the loop when ``once``), a miss is undone and halves the slack."""
+    tolerance is kept (and ends the loop when ``once`` or when it is compressed :meth:`Context.enough`), a miss is
+    undone and halves the slack."""
     for _ in range(rounds):
         if ctx.stop():
             break
@@ -27,7 +28,7 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
         trained = _retrained(ctx, candidate, share / max(rounds, 1), stage)
         if trained.accuracy >= ctx.floor:
             state = trained
-            if once:
+            if once or ctx.enough(state):
                 break
         else:
             slack /= 2

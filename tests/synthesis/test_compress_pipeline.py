@@ -67,3 +67,22 @@ def test_retraining_grants_follow_the_budget() -> None:
     epochs_granted, limit = grant(seconds, 0.5, 30, until=0.6)
     assert epochs_granted == 30 and limit == pytest.approx(10.0)
     assert grant(seconds, 0.5, 30, until=0.5) == (0, None)
+
+
+def test_compression_stops_once_the_network_is_compressed_enough() -> None:
+    """No stage or round runs after an accepted network reaches ``enough``; without it the same run goes on."""
+    spec, variables = trained()
+    data = digits()
+    runs = {}
+    for enough in (None, 1.3):
+        recorder = Recorder()
+        c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+                     options=Options(prune_rounds=3, enough=enough), config=CONFIG)
+        runs[enough] = (c, [kind for kind, _ in recorder.events if kind.startswith("compress_")
+                            and kind != "compress_retrain"])
+    full, stopped = runs[None], runs[1.3]
+    assert full[0].ratio > stopped[0].ratio >= 1.3
+    assert len(stopped[1]) < len(full[1])
+    assert stopped[1] == full[1][:len(stopped[1])]  # the same run, cut short
+    with pytest.raises(ValueError, match="enough"):
+        Options(enough=1.0)

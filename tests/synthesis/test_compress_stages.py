@@ -16,9 +16,10 @@ from core.reparam import Reparam, quantise
 from core.spec import Spec
 from core.surgery import remove_units_many, zero_units
 from synthesis.budget import Budget
+from synthesis.compress import connections
 from synthesis.compress.buckets import choose_buckets, shareable
 from synthesis.compress.choose import per_layer
-from synthesis.compress.connections import prune_round, top_n
+from synthesis.compress.connections import prunable, prune_round, top_n
 from synthesis.compress.context import Context, Options
 from synthesis.compress.filters import ranking, select_filters
 from synthesis.compress.importance import unit_importance
@@ -178,3 +179,18 @@ def test_the_probe_floor_scales_the_slack_by_the_error_of_always_predicting_the_
     accuracy = rare.accuracy(spec, variables, probe=True)
     assert rare.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * rare_room)
 
+
+
+def test_connection_pruning_leaves_a_layer_with_a_negligible_share_of_the_weights_dense(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thin layer costs next to nothing in the artifact, and pruning it hurts most: it is not pruned."""
+    spec, variables = trained()  # h: 64 x 32 = 2,048 weights; logits: 32 x 10 = 320 (13.5 %)
+    params = tree.flatten(variables["params"])
+    assert prunable(spec, params) == ["h/kernel", "logits/kernel"]
+    monkeypatch.setattr(connections, "MIN_SHARE", 0.2)
+    assert prunable(spec, params) == ["h/kernel"]
+    ctx = context()
+    pruned = prune_round(ctx, start(ctx), slack=0.05)
+    assert pruned is not None and set(pruned.reparam.masks) == {"h/kernel"}
+    logits = np.asarray(tree.flatten(pruned.variables["params"])["logits/kernel"])
+    assert np.count_nonzero(logits) == logits.size
