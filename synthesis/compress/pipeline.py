@@ -84,7 +84,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         for stage, share in enabled:
             end += share / total
             ctx.until = min(end, 1.0)
-            if ctx.enough(best):
+            if best is not start and ctx.enough(best):
                 break
             best = stage(ctx, best)
     except Cancelled:

@@ -180,7 +180,6 @@ def test_the_probe_floor_scales_the_slack_by_the_error_of_always_predicting_the_
     assert rare.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * rare_room)
 
 
-
 def test_connection_pruning_leaves_a_layer_with_a_negligible_share_of_the_weights_dense(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A thin layer costs next to nothing in the artifact, and pruning it hurts most: it is not pruned."""
