@@ -10,14 +10,13 @@ from typing import Any
 import numpy as np
 
 from core import artifact, tree
-from core.analysis import analyse
 from core.data import Dataset
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress.context import Context, Options, State
-from synthesis.compress.report import figures
+from synthesis.compress.report import dense_bytes, figures
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
 
@@ -71,8 +70,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
     start = ctx.state(spec, variables, Reparam())
     ctx.floor = start.accuracy - tolerance
-    info = analyse(spec)
-    ctx.dense_bytes = 4 * (info.params + info.state)
+    ctx.dense_bytes = dense_bytes(spec)
     ctx.reporter.stage("compressing")
     best, stop_reason = start, "completed"
     enabled = [(s, share) for s, share, on in zip((filter_stage, connection_stage, bucket_stage), options.shares,

@@ -28,6 +28,12 @@ def nonzero_macs(spec: Spec, variables: dict[str, Any]) -> int:
     return total
 
 
+def dense_bytes(spec: Spec) -> int:
+    """The float32 bytes of every variable of ``spec`` (parameters and batch statistics)."""
+    info = analyse(spec)
+    return 4 * (info.params + info.state)
+
+
 def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, x: np.ndarray, y: np.ndarray,
             packed: bytes | None = None) -> tuple[dict[str, Any], Delivered]:
     """Return a variant's figures and its delivered form (ONNX export verified against the network on ``x``).
@@ -41,7 +47,7 @@ def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, x: n
     packed = packed if packed is not None else artifact.encode(spec, variables, reparam)
     m = delivered.metrics
     out = {"params": info.params, "nonzeros": int(sum(np.count_nonzero(a) for a in flat)),
-           "dense_bytes": 4 * (info.params + info.state), "compressed_bytes": len(packed),
+           "dense_bytes": dense_bytes(spec), "compressed_bytes": len(packed),
            "onnx_bytes": m["onnx_bytes"], "onnx_gzip_bytes": len(gzip.compress(delivered.onnx, 9)),
            "macs": info.macs, "macs_nonzero": nonzero_macs(spec, variables), "latency_ms": m["latency_ms"],
            "accuracy": m["test_accuracy"], "onnx_max_abs_diff": m["onnx_max_abs_diff"]}
