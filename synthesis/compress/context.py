@@ -103,7 +103,7 @@ class Context:
         self.until = 1.0  # the fraction of the budget at which the running stage ends
         self._models: dict[str, Model] = {}
         self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
-        self._enough: tuple[State, bool] | None = None
+        self._packed: tuple[State, bytes] | None = None
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""
@@ -129,10 +129,14 @@ class Context:
         than the dense float32 variables)."""
         if self.options.enough is None or not self.dense_bytes:
             return False
-        if self._enough is None or self._enough[0] is not state:  # a stage's last round, then the next stage
-            packed = artifact.encode(state.spec, state.variables, state.reparam)
-            self._enough = (state, self.dense_bytes >= self.options.enough * len(packed))
-        return self._enough[1]
+        return self.dense_bytes >= self.options.enough * len(self.packed(state))
+
+    def packed(self, state: State) -> bytes:
+        """``state``'s compressed artifact (:func:`core.artifact.encode`); the last one is kept, as a stage's last
+        round, the next stage and the final packing ask for the same network."""
+        if self._packed is None or self._packed[0] is not state:
+            self._packed = (state, artifact.encode(state.spec, state.variables, state.reparam))
+        return self._packed[1]
 
     def stop(self) -> bool:
         """Whether the running stage's share of the budget is spent."""

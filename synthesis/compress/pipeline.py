@@ -92,7 +92,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
 
 def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float) -> Compressed:
     """Pack the accepted network, check the artifact decodes to it bit for bit, measure both variants."""
-    packed = artifact.encode(best.spec, best.variables, best.reparam)
+    packed = ctx.packed(best)
     check_round_trip(packed, best)
     x, y = ctx.data.x_val, ctx.data.y_val
     before, _ = figures(start.spec, start.variables, None, x, y)
