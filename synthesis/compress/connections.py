@@ -35,6 +35,12 @@ next to nothing in the artifact, and a thin layer is where pruning hurts most. T
 layer (0.002 % of its weights) was pruned to 2-5 of its 64 inputs per class, after which every retraining
 validated below its pruned start; left dense, the pruned network retrains to within one validation text of the
 dense network."""
+GRID_STEPS = 4
+"""Steps of N per halving: each grid step keeps about 84 % of a neuron's inputs. Gradual pruning, many small steps
+each retrained, loses less than a few large ones (Zhu and Gupta, "To prune, or not to prune", 2017,
+https://arxiv.org/abs/1710.01878). With two steps per halving (71 % kept per step), the per-layer searches on
+digits found no step within the slack after three rounds and stopped at 18.8x; with four, all six rounds were
+accepted (42.3x)."""
 TABLE_OPS = {"embedding", "embedding_bag"}
 WEIGHT_OPS = {"dense", "conv2d", "conv1d", "depthwise_conv2d", "separable_conv2d", "self_attention", *TABLE_OPS}
 _QKV = ("query", "key", "value")
@@ -96,8 +102,9 @@ def incoming(mask: np.ndarray, path: str) -> int:
 
 
 def grid(current: int) -> list[int]:
-    """Values of N to try, from ``current`` (no change) down by factors of sqrt(2) to 1."""
-    values = {max(1, math.ceil(current * 2 ** (-j / 2))) for j in range(1, 2 * max(current, 1).bit_length() + 2)}
+    """Values of N to try, from ``current`` (no change) down by factors of ``2 ** (1 / GRID_STEPS)`` to 1."""
+    values = {max(1, math.ceil(current * 2 ** (-j / GRID_STEPS)))
+              for j in range(1, GRID_STEPS * (max(current, 1).bit_length() + 1))}
     return [current, *sorted((v for v in values if v < current), reverse=True)]
 
 

@@ -57,6 +57,15 @@ def test_after_pruning_every_neuron_has_at_most_n_nonzero_inputs() -> None:
         assert int((kernel != 0).sum(axis=0).max()) <= n
 
 
+def test_the_pruning_grid_steps_down_gently_to_one_input() -> None:
+    for current in range(1, 1100):
+        g = connections.grid(current)
+        assert g[0] == current and g[-1] == 1 and g == sorted(set(g), reverse=True)
+        for bigger, smaller in zip(g, g[1:]):  # each step keeps over 80 % of the inputs, less where rounding bites
+            assert smaller >= (0.8 * bigger if bigger >= 50 else min(bigger - 1, 0.75 * bigger))
+    assert connections.grid(288)[:4] == [288, 243, 204, 172]
+
+
 def test_top_n_keeps_the_largest_inputs_of_each_neuron() -> None:
     w = np.array([[1.0, -5.0], [-3.0, 0.5], [2.0, 4.0]], np.float32)
     np.testing.assert_array_equal(top_n(w, 2, "h/kernel"), [[0, 1], [1, 0], [1, 1]])
