@@ -57,7 +57,8 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     """Compress a trained network (NeuNetS' fine-grained synthesis; Han et al.'s Deep Compression, 2016).
 
     Stages, each kept only when the retrained network's validation accuracy is at least the original's minus
-    ``tolerance`` (a fraction: 0.005 = 0.5 points): remove the least important filters and units; prune each
+    ``tolerance`` (a fraction: 0.005 = 0.5 points; all stages but the last may spend only ``1 - options.reserve``
+    of it): remove the least important filters and units; prune each
     neuron to its N most important inputs (N per layer, in rounds); share each layer's weights among k values
     (k per layer, 2-256). Every compressed start computes what it replaces (verified). Retraining spends either
     ``seconds`` of wall clock or ``epochs`` (reproducible with ``seed``); ``config`` gives the base training
@@ -69,7 +70,6 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
     start = ctx.state(spec, variables, Reparam())
-    ctx.floor = start.accuracy - tolerance
     ctx.dense_bytes = dense_bytes(spec)
     ctx.reporter.stage("compressing")
     best, stop_reason = start, "completed"
@@ -84,6 +84,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
             ctx.until = min(end, 1.0)
             if best is not start and ctx.enough(best):
                 break
+            ctx.floor = start.accuracy - tolerance * (1.0 if stage is enabled[-1][0] else 1.0 - options.reserve)
             best = stage(ctx, best)
     except Cancelled:
         stop_reason = "cancelled"

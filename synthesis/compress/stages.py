@@ -18,7 +18,7 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
             choose: Callable[[Context, State, float], State | None], rounds: int, once: bool) -> State:
     """Up to ``rounds`` tries of ``choose`` then retraining (each worth ``share / rounds``); a try within the
     tolerance is kept (and ends the loop when ``once`` or when it is compressed :meth:`Context.enough`), a miss is
-    undone and halves the slack."""
+    undone and halves the slack (each try is reported as a ``compress_round`` event)."""
     for _ in range(rounds):
         if ctx.stop():
             break
@@ -26,7 +26,10 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
         if candidate is None:
             break
         trained = _retrained(ctx, candidate, share / max(rounds, 1), stage)
-        if trained.accuracy >= ctx.floor:
+        kept = trained.accuracy >= ctx.floor
+        ctx.reporter.event("compress_round", {"stage": stage, "kept": kept, "val_accuracy": trained.accuracy,
+                                              "floor": ctx.floor, "slack": slack})
+        if kept:
             state = trained
             if once or ctx.enough(state):
                 break

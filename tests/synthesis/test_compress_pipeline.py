@@ -86,3 +86,19 @@ def test_compression_stops_once_the_network_is_compressed_enough() -> None:
     assert stopped[1] == full[1][:len(stopped[1])]  # the same run, cut short
     with pytest.raises(ValueError, match="enough"):
         Options(enough=1.0)
+
+
+def test_the_stages_before_the_last_leave_the_reserved_share_of_the_tolerance_to_it() -> None:
+    spec, variables = trained()
+    recorder = Recorder()
+    c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+                 options=Options(prune_rounds=2, reserve=0.4, enough=None), config=CONFIG)
+    rounds = [p for kind, p in recorder.events if kind == "compress_round"]
+    assert {p["stage"] for p in rounds} == {"filters", "connections", "buckets"}
+    start = c.report["val_accuracy_before"]
+    for p in rounds:
+        assert p["floor"] == pytest.approx(start - (0.05 if p["stage"] == "buckets" else 0.6 * 0.05))
+        assert p["kept"] == (p["val_accuracy"] >= p["floor"])
+    assert c.report["val_accuracy_after"] >= start - 0.05
+    with pytest.raises(ValueError, match="reserve"):
+        Options(reserve=1.0)

@@ -3,6 +3,7 @@ kept at every hand-over, the redundant units found and removed."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,11 +17,11 @@ from core.reparam import Reparam, quantise
 from core.spec import Spec
 from core.surgery import remove_units_many, zero_units
 from synthesis.budget import Budget
-from synthesis.compress import connections
+from synthesis.compress import connections, stages
 from synthesis.compress.buckets import choose_buckets, shareable
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import prunable, prune_round, top_n
-from synthesis.compress.context import Context, Options
+from synthesis.compress.context import Context, Options, State
 from synthesis.compress.filters import ranking, select_filters
 from synthesis.compress.importance import unit_importance
 from synthesis.compress.reinit import ReinitError, compressed_start, verify_same_outputs
@@ -61,9 +62,26 @@ def test_the_pruning_grid_steps_down_gently_to_one_input() -> None:
     for current in range(1, 1100):
         g = connections.grid(current)
         assert g[0] == current and g[-1] == 1 and g == sorted(set(g), reverse=True)
-        for bigger, smaller in zip(g, g[1:]):  # each step keeps over 80 % of the inputs, less where rounding bites
+        for bigger, smaller in itertools.pairwise(g):  # steps keep over 80 % of the inputs (less when rounded)
             assert smaller >= (0.8 * bigger if bigger >= 50 else min(bigger - 1, 0.75 * bigger))
     assert connections.grid(288)[:4] == [288, 243, 204, 172]
+
+
+def test_each_round_is_reported_and_a_missed_one_halves_the_slack_of_the_next() -> None:
+    recorder = Recorder()
+    ctx = context(epochs=12, reporter=recorder)
+    state = start(ctx)
+    floors = iter([2.0, 0.0, 0.0, 2.0, 0.0])  # 2.0: no network can keep it; 0.0: every network does
+
+    def choose(c: Context, s: State, slack: float) -> State:
+        c.floor = next(floors)
+        return s
+
+    stages._rounds(ctx, state, "test", 0.1, 0.5, choose, 5, False)
+    rounds = [p for kind, p in recorder.events if kind == "compress_round"]
+    assert [p["kept"] for p in rounds] == [False, True, True, False, True]
+    assert [p["slack"] for p in rounds] == pytest.approx([0.1, 0.05, 0.05, 0.05, 0.025])
+    assert [p["floor"] for p in rounds] == [2.0, 0.0, 0.0, 2.0, 0.0]
 
 
 def test_top_n_keeps_the_largest_inputs_of_each_neuron() -> None:
