@@ -41,7 +41,8 @@ class Options:
     cost a point of test accuracy.
     ``reserve``: the share of the tolerance that the stages before the last may not spend, so that bucketing has
     room: on MNIST (8k rows) pruning had spent all of it, the first bucketing round missed the tolerance by one
-    validation image and the second, at half the slack, kept 8-32 values per layer.
+    validation image and the second, at half the slack, kept 8-32 values per layer (20.2x); with a quarter kept
+    back, the first round was kept at 4-16 values (24.2x).
     """
 
     importance: str = "taylor"
