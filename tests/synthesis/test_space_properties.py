@@ -111,8 +111,12 @@ def test_sampling_and_mutation_reach_every_block_type_and_encoder() -> None:
     drawn = [sample(rng, image) for _ in range(100)]
     assert {s["block"] for c in drawn for s in c.arch["stages"]} == {"plain", "residual", "inverted", "dense"}
     assert {len(c.arch["stages"]) for c in drawn} == {1, 2, 3, 4}
-    encoders = {c.arch["encoder"] for c in (sample(rng, text) for _ in range(60))}
-    assert encoders == {"bag", "cnn", "transformer", "ngrams"}
+    texts = [sample(rng, text) for _ in range(60)]
+    assert {c.arch["encoder"] for c in texts} == {"bag", "cnn", "transformer", "ngrams"}
+    assert {c.arch.get("wide") for c in texts} == {True, False, None}  # None: the n-gram bag itself
+    assert all("wide" not in c.arch for c in texts if c.arch["encoder"] == "ngrams")
+    narrow = next(c for c in texts if c.arch.get("wide") is False)
+    assert any(mutate(rng, narrow, text).arch.get("wide") for _ in range(60))
     candidate, blocks = seeds(image)[1], set()
     for _ in range(300):
         candidate = mutate(rng, candidate, image)

@@ -50,8 +50,8 @@ def test_image_seeds_are_valid_networks_for_each_input_shape(shape: tuple[int, i
 def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
     info = text_info(length)
     found = seeds(info)
-    assert [c.origin for c in found] == ["seed:default-text-cnn", "seed:hashed-ngrams", "seed:fasttext",
-                                         "seed:kim-cnn", "seed:transformer"]
+    assert [c.origin for c in found] == ["seed:wide-text-cnn", "seed:default-text-cnn", "seed:hashed-ngrams",
+                                         "seed:fasttext", "seed:kim-cnn", "seed:transformer"]
     for candidate in found:
         spec = to_spec(candidate, info)
         assert build(spec).graph.output_type.shape == (3,)
@@ -72,6 +72,16 @@ def test_hand_cnn_seed_is_the_network_an_engineer_writes_first(shape: tuple[int,
     assert ops[-3:] == ["global_avg_pool", "dropout", "dense"] and spec.num_classes == 7
     assert next(n for n in spec.nodes if n.op == "dropout").params["rate"] == 0.2
     assert spec.input.shape == shape and (spec.input.scale, spec.input.offset) == (1 / 255, -0.5)
+
+
+@pytest.mark.parametrize("length", TEXT_LENGTHS)
+def test_the_wide_text_seed_is_the_trigram_cnn_with_the_ngram_bag_beside_it(length: int) -> None:
+    info = SpaceInfo("text", (length,), 3, vocab_size=30, bag_start=length // 2, bag_vocab=40)
+    spec = to_spec(seed(info, "wide-text-cnn"), info)
+    ops = {n.id: n.op for n in spec.nodes}
+    assert ops["bag"] == "embedding_bag" and ops["conv"] == "conv1d" and ops["hidden"] == "dense"
+    (pool,) = [n for n in spec.nodes if n.op == "concat"]
+    assert sorted(pool.inputs) == ["bag", "gmp"]
 
 
 @pytest.mark.parametrize("length", TEXT_LENGTHS)
@@ -99,8 +109,8 @@ def test_the_seeds_are_the_designs_they_are_named_after() -> None:
     assert (ngrams.nodes[0].op, ngrams.nodes[0].params.get("start", 0)) == ("embedding_bag", 0)
 
 
-@pytest.mark.parametrize("name", ["hashed-ngrams", "kim-cnn", "transformer", "fasttext"])
-def test_with_a_bag_the_ngram_encoder_reads_only_the_bag_and_the_others_only_the_words(name: str) -> None:
+@pytest.mark.parametrize("name", ["hashed-ngrams", "kim-cnn", "transformer", "fasttext", "wide-text-cnn"])
+def test_with_a_bag_the_ngram_encoder_reads_only_the_bag_the_wide_one_both_and_the_others_the_words(name: str) -> None:
     info = SpaceInfo("text", (12,), 2, vocab_size=30, bag_start=5, bag_vocab=40)
     model = build(to_spec(seed(info, name), info))
     variables = model.init(jax.random.key(0))
@@ -110,9 +120,9 @@ def test_with_a_bag_the_ngram_encoder_reads_only_the_bag_and_the_others_only_the
     other_words[:, :5] = rng.integers(0, 30, (3, 5))
     other_bag[:, 5:] = rng.integers(0, 40, (3, 7))
     logits = [np.asarray(model.apply(variables, v)[0]) for v in (x, other_words, other_bag)]
-    reads_bag = name == "hashed-ngrams"
-    assert np.array_equal(logits[0], logits[2]) != reads_bag  # the bag changes the n-gram network's output only
-    assert np.array_equal(logits[0], logits[1]) == reads_bag
+    reads_bag, reads_words = name in ("hashed-ngrams", "wide-text-cnn"), name != "hashed-ngrams"
+    assert np.array_equal(logits[0], logits[2]) != reads_bag  # the bag changes the n-gram and wide networks only
+    assert np.array_equal(logits[0], logits[1]) != reads_words
 
 
 RUNS = [(image_info((8, 8, 1)), "lenet"), (image_info((28, 28, 1)), "mobilenet"),
