@@ -68,10 +68,10 @@ SEEDS: dict[str, Arch] = {
     "kim-cnn": arch(128, "cnn", dropout=0.5, kernels=[3, 4, 5], filters=100),
     "transformer": arch(64, "transformer", pool="avg", dropout=0.1, blocks=1, heads=4, ff=2),
 }
-"""Known-good designs, likely winners first: the trigram text CNN with the n-gram bag beside it (wide), a trigram
-text CNN (embedding
-64, trigram convolution of 128 filters, max pooling), a bag of hashed n-gram features (embedding 64, one hidden
-layer of 64), a fastText-like bag of word embeddings, Kim's CNN, and a one-block transformer."""
+"""Known-good designs, likely winners first: the trigram text CNN with the n-gram bag beside it (wide, one hidden
+layer of 64), a trigram text CNN (embedding 64, trigram convolution of 128 filters, max pooling), a bag of hashed
+n-gram features (embedding 64, one hidden layer of 64), a fastText-like bag of word embeddings, Kim's CNN, and a
+one-block transformer."""
 
 
 def sample(rng: np.random.Generator) -> Arch:
@@ -84,7 +84,8 @@ def sample(rng: np.random.Generator) -> Arch:
 
 def mutate(rng: np.random.Generator, parent: Arch) -> Arch:
     """Return a copy of ``parent`` with one gene changed: the embedding size, the encoder or one of its
-    genes (n-gram, filters, kernel widths, blocks, heads, feed-forward size), the pooling, head or dropout."""
+    genes (n-gram, filters, kernel widths, blocks, heads, feed-forward size), the pooling, head, dropout or
+    whether the n-gram bag sits beside the encoder (``wide``)."""
     child = copy.deepcopy(parent)
     wide = ["wide"] if child["encoder"] != "ngrams" else []
     gene = pick(rng, ["embed", "encoder", "pool", "hidden", "dropout", *wide, *_relevant(child), *_relevant(child)])
