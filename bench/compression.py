@@ -4,10 +4,9 @@ what accuracy.
 For each dataset (``bench/peers/datasets.py``: digits, MNIST, SMS Spam with their fixed train / test splits) the
 search space's seed design — the hand-written CNN for images, the hashed n-gram network (what jobs shipped until
 the wide text CNN, which holds the same table beside a word CNN) for SMS Spam — is trained on the training part
-(VAL_FRACTION = 20 % of it held out for validation, duplicates kept
-on one side: with 10 % one digits validation error was 0.74 points, more than the tolerance) for a fixed number
-of epochs,
-then compressed under a fixed epoch budget with the default tolerance (0.5 points of validation accuracy).
+(VAL_FRACTION = 20 % of it held out for validation, duplicates kept on one side: with 10 % one digits validation
+error was 0.74 points, more than the tolerance) for a fixed number of epochs, then compressed under a fixed epoch
+budget with the default tolerance (0.5 points of validation accuracy).
 Settings (``SETTINGS``; training / compression epochs): digits 40 / 240, SMS Spam 12 / 40, MNIST 12 / 40 on the
 first 8,000 training images only (6,399 train + 1,601 validation; the full 60,000 would take hours on two cores:
 the per-layer searches score every candidate setting on 2,048 probe images), 6 pruning rounds each.
