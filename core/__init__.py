@@ -16,7 +16,7 @@ _EXPORTS = {
     "data": ["Dataset"],
     "errors": ["CheckpointError", "CoreError", "CycleError", "DanglingInputError",
                "HyperParameterError", "SchemaError", "ShapeError", "SpecError", "UnknownOpError"],
-    "evaluation": ["evaluate", "predict_proba"],
+    "evaluation": ["evaluate", "predict_proba", "recalibrate"],
     "graph": ["Graph", "validate"],
     "model": ["Model", "build"],
     "onnx_export": ["export_onnx", "to_onnx_bytes"],

@@ -71,7 +71,7 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
     def bucketed(choice: Mapping[str, int]) -> dict[str, Any]:
         flat = dict(params)
         flat.update({p: shared(p, k)[1] for p, k in choice.items() if k})
-        return with_params(state.variables, tree.unflatten(flat))
+        return ctx.recalibrated(state.spec, with_params(state.variables, tree.unflatten(flat)))
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
@@ -84,7 +84,7 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
     reparam = Reparam(masks, {**state.reparam.indices, **{p: shared(p, k)[0] for p, k in choice.items()}},
                       {**sizes, **choice})
     scored = bucketed(choice)
-    start = with_params(state.variables, compressed_start(scored["params"], reparam))
+    start = with_params(scored, compressed_start(scored["params"], reparam))
     verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
     ctx.reporter.event("compress_buckets", {"k": choice})
     return ctx.state(state.spec, start, reparam)

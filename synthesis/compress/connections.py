@@ -126,7 +126,7 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
         flat = dict(params)
         for p, n in choice.items():
             flat[p] = jnp.where(jnp.asarray(keep(p, n)) != 0, params[p], 0.0)
-        return with_params(state.variables, tree.unflatten(flat))
+        return ctx.recalibrated(state.spec, with_params(state.variables, tree.unflatten(flat)))
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
@@ -141,7 +141,7 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
                  **{p: jnp.asarray(keep(p, n)) for p, n in changed.items()}}
     reparam = Reparam(new_masks, {}, {})
     scored = pruned(changed)
-    start = with_params(state.variables, compressed_start(state.variables["params"], reparam))
+    start = with_params(scored, compressed_start(state.variables["params"], reparam))
     verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
     ctx.reporter.event("compress_prune", {"incoming": changed})
     return ctx.state(state.spec, start, reparam)

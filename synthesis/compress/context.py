@@ -9,7 +9,7 @@ import numpy as np
 
 from core import artifact
 from core.data import Dataset
-from core.evaluation import evaluate
+from core.evaluation import evaluate, recalibrate
 from core.model import Model, build
 from core.reparam import Reparam
 from core.spec import Spec
@@ -32,6 +32,9 @@ class Options:
     ``probe_rows``: rows the per-layer searches score on, half validation and half training rows (scoring on
     validation rows alone over-fits them: an embedding row of a token that no validation text has looks
     unimportant there); the tolerance is checked on all validation rows and nothing else.
+    ``stats_rows``: training rows each candidate's batch-norm statistics are re-estimated on before it is scored
+    (:meth:`Context.recalibrated`). Pruned with its stored statistics, MNIST's hand-written CNN fell from 99.8 %
+    to 26 % probe accuracy when one layer kept 61 of 576 inputs per filter; re-estimated, to 98.4 %.
     Budget shares: of the retraining epochs or seconds, for filters, connections (all rounds) and buckets.
     ``enough``: the compression ratio (dense float32 bytes over the artifact's) at which compression stops; no
     further stage or round runs once an accepted network reaches it (None: compress as far as the tolerance
@@ -55,6 +58,7 @@ class Options:
     prune_rounds: int = 6
     bucket_rounds: int = 3
     probe_rows: int = 2048
+    stats_rows: int = 1024
     lr_scale: float = 0.5
     patience: int = 4
     max_epochs: int = 30
@@ -103,9 +107,11 @@ class Context:
         self.reporter: Reporter = reporter or NullReporter()
         self.seed = seed
         n = min(len(data.x_val), options.probe_rows // 2)
-        rows = np.random.default_rng(seed).permutation(len(data.x_train))[:n]
+        order = np.random.default_rng(seed).permutation(len(data.x_train))
+        rows = order[:n]
         self.x_probe = np.concatenate([data.x_val[:n], data.x_train[rows]])
         self.y_probe = np.concatenate([data.y_val[:n], data.y_train[rows]])
+        self.x_stats = data.x_train[order[:options.stats_rows]]
         self.floor = 0.0
         self.until = 1.0  # the fraction of the budget at which the running stage ends
         self._models: dict[str, Model] = {}
@@ -123,6 +129,11 @@ class Context:
         """Validation accuracy on all validation rows, or accuracy on the probe rows the per-layer searches use."""
         x, y = (self.x_probe, self.y_probe) if probe else (self.data.x_val, self.data.y_val)
         return float(evaluate(self.model(spec), variables, x, y)["accuracy"])
+
+    def recalibrated(self, spec: Spec, variables: dict[str, Any]) -> dict[str, Any]:
+        """``variables`` with their batch-norm statistics re-estimated on ``options.stats_rows`` training rows (what
+        every candidate a per-layer search scores, and the network it then retrains, starts from)."""
+        return recalibrate(self.model(spec), variables, self.x_stats)
 
     def probe_floor(self, spec: Spec, variables: dict[str, Any], slack: float) -> float:
         """The probe accuracy a per-layer choice must keep: the network's minus ``slack`` times the error rate of
