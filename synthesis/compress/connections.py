@@ -34,7 +34,8 @@ MIN_SHARE = 0.005
 next to nothing in the artifact, and a thin layer is where pruning hurts most. The SMS Spam network's output
 layer (0.002 % of its weights) was pruned to 2-5 of its 64 inputs per class, after which every retraining
 validated below its pruned start; left dense, the pruned network retrains to within one validation text of the
-dense network."""
+dense network. Filter selection leaves such layers' units alone too (:mod:`synthesis.compress.filters`).
+"""
 GRID_STEPS = 4
 """Steps of N per halving: each grid step keeps about 84 % of a neuron's inputs. Gradual pruning, many small steps
 each retrained, loses less than a few large ones (Zhu and Gupta, "To prune, or not to prune", 2017,
@@ -58,11 +59,16 @@ def _shapes(spec: Spec) -> dict[str, Any]:
     return tree.unflatten(variable_shapes(validate(spec))["params"])
 
 
+def weight_shares(spec: Spec, params: Mapping[str, Any]) -> dict[str, float]:
+    """Each weight leaf's share of the network's connection weights."""
+    leaves = weight_leaves(spec)
+    total = sum(int(np.size(params[p])) for p in leaves) or 1
+    return {p: int(np.size(params[p])) / total for p in leaves}
+
+
 def prunable(spec: Spec, params: Mapping[str, Any]) -> list[str]:
     """The weight leaves connection pruning works on: those holding at least ``MIN_SHARE`` of the weights."""
-    leaves = weight_leaves(spec)
-    total = sum(int(np.size(params[p])) for p in leaves)
-    return [p for p in leaves if np.size(params[p]) >= MIN_SHARE * total]
+    return [p for p, share in weight_shares(spec, params).items() if share >= MIN_SHARE]
 
 
 def in_axes(path: str, ndim: int) -> int:

@@ -4,7 +4,11 @@ Per layer, units are ranked by :func:`synthesis.compress.importance.unit_importa
 is the largest (in steps of 1/16 of its width) whose removal keeps the probe accuracy within the stage's slack,
 found with the removed units zeroed (exactly what removing them computes, :func:`core.surgery.zero_units`). The
 chosen units are then cut out with :func:`core.surgery.remove_units_many` and the smaller network checked to
-compute the zeroed one's logits.
+compute the zeroed one's logits. Nodes whose own weights are a negligible share of the network's
+(:func:`selectable`) keep their units: removing them saves next to no bytes, and on SMS Spam the wide text
+network's word CNN (0.3 % of its weights) lost 120 of its 128 filters without a validation text changing, after
+which its word table was pruned to one row and the network, the n-gram table alone, lost 0.68 points on test
+(0.48 with the CNN kept).
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from core import tree
 from core.reparam import Reparam
+from core.spec import Spec
 from core.surgery import removable_nodes, remove_units_many, zero_units
+from synthesis.compress import connections
 from synthesis.compress.choose import per_layer
+from synthesis.compress.connections import weight_shares
 from synthesis.compress.context import Context, State
 from synthesis.compress.importance import unit_importance
 from synthesis.compress.reinit import verify_same_outputs
@@ -24,9 +32,17 @@ from synthesis.compress.reinit import verify_same_outputs
 STEPS = 16
 
 
+def selectable(spec: Spec, params: Mapping[str, Any]) -> list[str]:
+    """The nodes filter selection may remove units of: removable ones whose own connection weights hold at least
+    ``connections.MIN_SHARE`` of the network's."""
+    shares = weight_shares(spec, params)
+    return [n for n in removable_nodes(spec)
+            if sum(share for p, share in shares.items() if p.split("/")[0] == n) >= connections.MIN_SHARE]
+
+
 def ranking(ctx: Context, state: State) -> dict[str, np.ndarray]:
-    """Each removable node's units, least important first."""
-    nodes = removable_nodes(state.spec)
+    """Each :func:`selectable` node's units, least important first."""
+    nodes = selectable(state.spec, tree.flatten(state.variables["params"]))
     scores = unit_importance(ctx, state.spec, state.variables, nodes, ctx.options.importance)
     return {n: np.argsort(s, kind="stable") for n, s in scores.items()}
 

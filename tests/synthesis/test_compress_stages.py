@@ -22,7 +22,7 @@ from synthesis.compress.buckets import choose_buckets, shareable
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import prunable, prune_round, top_n
 from synthesis.compress.context import Context, Options, State
-from synthesis.compress.filters import ranking, select_filters
+from synthesis.compress.filters import ranking, select_filters, selectable
 from synthesis.compress.importance import unit_importance
 from synthesis.compress.reinit import ReinitError, compressed_start, verify_same_outputs
 from synthesis.compress.retrain import retrain
@@ -220,3 +220,19 @@ def test_connection_pruning_leaves_a_layer_with_a_negligible_share_of_the_weight
     assert pruned is not None and set(pruned.reparam.masks) == {"h/kernel"}
     logits = np.asarray(tree.flatten(pruned.variables["params"])["logits/kernel"])
     assert np.count_nonzero(logits) == logits.size
+
+
+def test_filter_selection_leaves_the_units_of_a_node_with_a_negligible_share_of_the_weights(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removing a thin layer's units saves next to no bytes: its units are not candidates."""
+    redundant = [2, 9, 13, 20]
+    spec, variables = widened(redundant)  # h: 64 x 36 = 2,304 weights (86.5 %); logits: 36 x 10
+    params = tree.flatten(variables["params"])
+    assert selectable(spec, params) == ["h"]
+    ctx = context()
+    state = start(ctx, spec, variables)
+    assert select_filters(ctx, state, slack=0.0)[1]  # the redundant units go...
+    monkeypatch.setattr(connections, "MIN_SHARE", 0.9)
+    assert selectable(spec, params) == [] and ranking(ctx, state) == {}
+    smaller, removed = select_filters(ctx, state, slack=0.0)  # ...unless h is thin
+    assert removed == {} and smaller is state
