@@ -88,17 +88,15 @@ def recalibrate(model: Model, variables: dict[str, Any], x: np.ndarray, *, batch
     """
     if not model.has_batch_stats or len(x) == 0:
         return variables
-    zero = jax.tree.map(jnp.zeros_like, variables["batch_stats"])
+    zeroed = {**variables, "batch_stats": jax.tree.map(jnp.zeros_like, variables["batch_stats"])}
     momentum = {n.id: float(n.params["momentum"]) for n in model.graph.order if n.op == "batch_norm"}
-    sums, rows = None, 0
+    parts = []  # each batch's statistics weighted by its share of the rows
     for start in range(0, len(x), batch_size):
         xb = jnp.asarray(x[start:start + batch_size])
-        stats = _train_stats(model, {**variables, "batch_stats": zero}, xb)  # momentum * 0 + (1 - momentum) * batch
-        part = {n: jax.tree.map(functools.partial(jnp.multiply, len(xb) / (1.0 - momentum[n])), s)
-                for n, s in stats.items()}
-        sums = part if sums is None else jax.tree.map(jnp.add, sums, part)
-        rows += len(xb)
-    return {**variables, "batch_stats": jax.tree.map(lambda s: s / rows, sums)}
+        stats = _train_stats(model, zeroed, xb)  # momentum * 0 + (1 - momentum) * the batch's statistics
+        parts.append({n: jax.tree.map(functools.partial(jnp.multiply, len(xb) / len(x) / (1.0 - momentum[n])), s)
+                      for n, s in stats.items()})
+    return {**variables, "batch_stats": jax.tree.map(lambda *s: sum(s[1:], s[0]), *parts)}
 
 
 @functools.partial(jax.jit, static_argnums=0)

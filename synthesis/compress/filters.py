@@ -61,7 +61,7 @@ def select_filters(ctx: Context, state: State, slack: float) -> tuple[State, dic
         for node, count in choice.items():
             if count:
                 out = zero_units(spec, out, node, order[node][:count].tolist())
-        return ctx.recalibrated(spec, out) if out is not variables else out
+        return ctx.recalibrated(spec, out)
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()

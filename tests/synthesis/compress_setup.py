@@ -19,12 +19,14 @@ from synthesis.budget import Budget
 from synthesis.compress.context import Context, Options, State
 
 
-def mlp(hidden: int = 32) -> Spec:
+def mlp(hidden: int = 32, batch_norm: bool = False) -> Spec:
+    """One hidden layer of ``hidden`` units on the 8x8 digits (a batch norm after it when ``batch_norm``)."""
+    norm = [{"id": "bn", "op": "batch_norm", "inputs": ["h"]}] if batch_norm else []
     return Spec.from_dict({"name": "mlp", "input": {"shape": [8, 8, 1], "scale": 1 / 16},
                            "output": {"node": "logits", "num_classes": 10}, "nodes": [
         {"id": "flat", "op": "flatten", "inputs": ["input"]},
-        {"id": "h", "op": "dense", "inputs": ["flat"], "params": {"units": hidden}},
-        {"id": "relu", "op": "activation", "inputs": ["h"], "params": {"fn": "relu"}},
+        {"id": "h", "op": "dense", "inputs": ["flat"], "params": {"units": hidden}}, *norm,
+        {"id": "relu", "op": "activation", "inputs": ["bn" if batch_norm else "h"], "params": {"fn": "relu"}},
         {"id": "logits", "op": "dense", "inputs": ["relu"], "params": {"units": 10}}]})
 
 

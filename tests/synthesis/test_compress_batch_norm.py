@@ -18,22 +18,12 @@ from synthesis.compress.buckets import choose_buckets
 from synthesis.compress.connections import prune_round
 from synthesis.compress.context import Context, State
 from synthesis.compress.filters import select_filters
-from tests.synthesis.compress_setup import CONFIG, context, digits, start
-
-
-def mlp_bn() -> Spec:
-    return Spec.from_dict({"name": "mlp-bn", "input": {"shape": [8, 8, 1], "scale": 1 / 16},
-                           "output": {"node": "logits", "num_classes": 10}, "nodes": [
-        {"id": "flat", "op": "flatten", "inputs": ["input"]},
-        {"id": "h", "op": "dense", "inputs": ["flat"], "params": {"units": 32}},
-        {"id": "bn", "op": "batch_norm", "inputs": ["h"]},
-        {"id": "relu", "op": "activation", "inputs": ["bn"], "params": {"fn": "relu"}},
-        {"id": "logits", "op": "dense", "inputs": ["relu"], "params": {"units": 10}}]})
+from tests.synthesis.compress_setup import CONFIG, context, digits, mlp, start
 
 
 @functools.cache
 def trained_bn() -> tuple[Spec, dict[str, Any]]:
-    spec = mlp_bn()
+    spec = mlp(batch_norm=True)
     return spec, train(build(spec), digits(), CONFIG).variables
 
 
