@@ -18,7 +18,7 @@ from core.spec import Spec
 from core.surgery import remove_units_many, zero_units
 from synthesis.budget import Budget
 from synthesis.compress import connections, stages
-from synthesis.compress.buckets import choose_buckets, shareable
+from synthesis.compress.buckets import FIRST_K, choose_buckets, k_choices, shareable
 from synthesis.compress.choose import per_layer
 from synthesis.compress.connections import prunable, prune_round, top_n
 from synthesis.compress.context import Context, Options, State
@@ -123,6 +123,23 @@ def test_a_second_bucketing_round_shares_among_fewer_values_and_keeps_the_other_
     at_two = ctx.state(state.spec, {**state.variables, "params": compressed_start(state.variables["params"], low)},
                        low)
     assert choose_buckets(ctx, at_two, slack=1.0) is None  # no leaf can share fewer than 2 values
+
+
+def test_bucketing_comes_down_to_fewer_values_gradually() -> None:
+    assert k_choices(None, 10_000) == [256, 128, 64, 32, 16]
+    assert k_choices(16, 10_000) == [8, 4] and k_choices(4, 10_000) == [2] and k_choices(2, 10_000) == []
+    assert k_choices(None, 36) == [16]  # 32 values in 36 entries would not be smaller than the values themselves
+    ctx = context()
+    state = start(ctx)
+    seen = []
+    for _ in range(3):  # any accuracy passes: every leaf takes the fewest values it may
+        fewer = choose_buckets(ctx, state, slack=1.0)
+        assert fewer is not None
+        state = fewer
+        seen.append(dict(state.reparam.sizes))
+    assert [k["h/kernel"] for k in seen] == [FIRST_K, 4, 2]
+    assert all(len(set(k.values())) == 1 for k in seen)
+    assert choose_buckets(ctx, state, slack=1.0) is None
 
 
 def test_biases_of_32_or_more_entries_are_shared_too_and_smaller_ones_stay_float32() -> None:
