@@ -195,3 +195,15 @@ def test_streams_over_the_lzma_limit_get_zlib_and_round_trip(monkeypatch: pytest
     monkeypatch.setattr(packing, "LZMA_MOST", len(values) - 1)
     codec, payload = packing.squeeze(values)
     assert codec in (packing.STORED, packing.ZLIB) and packing.unsqueeze(codec, payload) == values
+
+
+def test_lzma_streams_sized_to_their_dictionary_are_the_preset_9_streams_byte_for_byte() -> None:
+    preset = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]  # its 64 MiB dictionary
+    rng = np.random.default_rng(3)
+    for n in (1, 100, 4096, 4097, 70_000):
+        data = rng.integers(0, 8, n, dtype=np.uint8).tobytes()
+        for codec in (packing.LZMA, packing.PLANES_LZMA):
+            payload = packing._ENCODERS[codec](data)
+            plain = data if codec == packing.LZMA else packing.planes(data)
+            assert payload == lzma.compress(plain, format=lzma.FORMAT_RAW, filters=preset)
+            assert packing.unsqueeze(codec, payload) == data
