@@ -16,10 +16,12 @@ export); the tolerance itself is enforced on the validation rows, reported along
 
 ``ratio`` = dense float32 bytes of the original network's variables / bytes of the compressed artifact
 (``core.artifact``: spec, bitmaps or gap-coded masks, codebooks, bit-packed indices, each stream zlib'd or
-LZMA'd). Target: >= 30x at <= 0.5 points lost.
+LZMA'd). Target: >= 30x at <= 0.5 points lost. With several ``--seeds`` (each a split, training and compression
+seed) the table adds each dataset's mean: digits' 450 test images make one run's change a draw with a spread of
+about half a point, wider than the target.
 
-Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seed 0] [--quick] [--out FILE]
-[--keep DIR]``
+Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seeds 0,1,2] [--quick]
+[--out FILE] [--keep DIR]``
 where DIR holds ``mnist/mnist.npz`` and ``sms_spam/data.csv`` (the repository's ``../shared/data``).
 """
 
@@ -70,15 +72,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="folder with mnist/mnist.npz and sms_spam/data.csv")
     p.add_argument("--datasets", default="digits,sms,mnist", help="comma-separated subset of digits,mnist,sms")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", default="0", help="comma-separated seeds; one row per dataset and seed")
     p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
     p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
     p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET.nscz)")
     return p.parse_args(argv)
 
 
-def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:
-    """Train the seed design on one dataset, compress it, measure both on the held-out test part."""
+def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """Train the seed design on one dataset with ``seed``, compress it, measure both on the held-out test part."""
     from core.data import Dataset
     from core.evaluation import evaluate
     from core.model import build
@@ -92,13 +94,13 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     from synthesis.split import stratified_split
 
     start = time.monotonic()
-    split = datasets.load(name, args.seed, data_dir=args.data)
+    split = datasets.load(name, seed, data_dir=args.data)
     x_train, y_train, x_test = split.x_train, split.y_train, split.x_test
     if setting.rows:
         x_train, y_train = x_train[:setting.rows], y_train[:setting.rows]
     y, text = y_train.astype(np.int32), split.modality == "text"
     groups = None if text else np.unique(x_train.reshape(len(x_train), -1), axis=0, return_inverse=True)[1].reshape(-1)
-    parts = stratified_split(y, args.seed, val_fraction=VAL_FRACTION, test_fraction=0.0, groups=groups)
+    parts = stratified_split(y, seed, val_fraction=VAL_FRACTION, test_fraction=0.0, groups=groups)
     if text:  # the vocabulary comes from the training rows only, as in a job
         encoder = TextEncoder.fit([x_train[i] for i in parts.train])
         x, x_test, vocab = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.layout()
@@ -110,7 +112,7 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     info = space_info(task, parts.train)
     candidate = next(c for c in space.seeds(info) if c.origin == setting.seed_design)
     spec = space.to_spec(candidate, info)
-    config = candidate.hparams.to_train_config(epochs=setting.train_epochs, seed=args.seed, time_limit_s=None,
+    config = candidate.hparams.to_train_config(epochs=setting.train_epochs, seed=seed, time_limit_s=None,
                                                patience=max(setting.train_epochs // 3, 4))
     print(f"{name}: training {setting.seed_design} for {setting.train_epochs} epochs on {len(parts.train)} rows",
           file=sys.stderr, flush=True)
@@ -118,14 +120,15 @@ def run(name: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]
     train_s = time.monotonic() - start
     y_test = split.y_test.astype(np.int32)
     before_test = evaluate(build(spec), trained.variables, x_test, y_test)["accuracy"]
-    c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=args.seed, config=config,
+    c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=seed, config=config,
                  reporter=LogReporter(), options=Options(prune_rounds=setting.prune_rounds))
     after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        (args.keep / f"{name}.nscz").write_bytes(c.artifact)
+        (args.keep / f"{name}-{seed}.nscz").write_bytes(c.artifact)
     before, after = c.report["before"], c.report["after"]
-    return {"dataset": name, "dense_bytes": before["dense_bytes"], "compressed_bytes": after["compressed_bytes"],
+    return {"dataset": name, "seed": seed, "dense_bytes": before["dense_bytes"],
+            "compressed_bytes": after["compressed_bytes"],
             "ratio": round(c.ratio, 2), "accuracy_before": before_test, "accuracy_after": after_test,
             "accuracy_change_pt": round(100 * (after_test - before_test), 2),
             "val_accuracy_before": c.report["val_accuracy_before"],
@@ -157,20 +160,38 @@ def breakdown(packed: bytes) -> dict[str, int]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The rows as a text table."""
-    lines = [f"{'dataset':<8}{'dense B':>10}{'compr. B':>10}{'ratio':>8}{'acc before':>12}{'acc after':>11}"
+    """The rows as a text table, then each dataset's mean ratio and accuracy change where it has several seeds."""
+    lines = [f"{'dataset':<8}{'seed':>5}{'dense B':>10}{'compr. B':>10}{'ratio':>8}{'acc before':>12}{'acc after':>11}"
              f"{'params':>16}{'nonzeros':>10}{'onnx.gz B':>11}{'latency ms':>16}"]
     for r in rows:
         b, a = r["before"], r["after"]
-        lines.append(f"{r['dataset']:<8}{r['dense_bytes']:>10,}{r['compressed_bytes']:>10,}{r['ratio']:>7.1f}x"
-                     f"{100 * r['accuracy_before']:>11.2f}%{100 * r['accuracy_after']:>10.2f}%"
+        lines.append(f"{r['dataset']:<8}{r['seed']:>5}{r['dense_bytes']:>10,}{r['compressed_bytes']:>10,}"
+                     f"{r['ratio']:>7.1f}x{100 * r['accuracy_before']:>11.2f}%{100 * r['accuracy_after']:>10.2f}%"
                      f"{b['params']:>8,}>{a['params']:<7,}{a['nonzeros']:>10,}{a['onnx_gzip_bytes']:>11,}"
                      f"{b['latency_ms']:>8.3f}>{a['latency_ms']:<7.3f}")
+    for name, m in means(rows).items():
+        lines.append(f"{name:<8}{'mean':>5} of {m['seeds']} seeds: ratio {m['ratio']:.1f}x, test accuracy change "
+                     f"{m['accuracy_change_pt']:+.2f} pt (from {m['lowest_change_pt']:+.2f} to "
+                     f"{m['highest_change_pt']:+.2f})")
     return "\n".join(lines)
 
 
+def means(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per dataset with rows of more than one seed: the mean ratio and test accuracy change (points), and the
+    lowest and highest change."""
+    out = {}
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        mine = [r for r in rows if r["dataset"] == name]
+        if len(mine) > 1:
+            changes = [100 * (r["accuracy_after"] - r["accuracy_before"]) for r in mine]
+            out[name] = {"seeds": len(mine), "ratio": float(np.mean([r["ratio"] for r in mine])),
+                         "accuracy_change_pt": round(float(np.mean(changes)), 2),
+                         "lowest_change_pt": round(min(changes), 2), "highest_change_pt": round(max(changes), 2)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run every selected dataset, print the table, merge the rows into the result file."""
+    """Run every selected dataset at every seed, print the table, merge the rows into the result file."""
     args = parse_args(argv)
     from core.kernels import CPU_XLA_FLAGS  # imports jax; XLA reads its flags when the backend starts
 
@@ -179,20 +200,22 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (Path(tempfile.gettempdir()) / "compression_quick.json" if args.quick else DEFAULT_OUT)
     rows = []
     for name in args.datasets.split(","):
-        env = environment()
-        row = {**run(name, settings[name], args), "seed": args.seed, "quick": args.quick, "environment": env}
-        rows.append(row)
-        print(table([row]).splitlines()[1], flush=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        old = json.loads(out.read_text()) if out.exists() else []
-        out.write_text(json.dumps(merge_rows(old, row), indent=1, default=str) + "\n")
+        for seed in (int(s) for s in args.seeds.split(",")):
+            env = environment()
+            row = {**run(name, settings[name], args, seed), "quick": args.quick, "environment": env}
+            rows.append(row)
+            print(table([row]).splitlines()[1], flush=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            old = json.loads(out.read_text()) if out.exists() else []
+            out.write_text(json.dumps(merge_rows(old, row), indent=1, default=str) + "\n")
     print(table(rows))
     print(f"wrote {out}")
 
 
 def merge_rows(old: list[dict[str, Any]], row: dict[str, Any]) -> list[dict[str, Any]]:
-    """``old`` without the row of ``row``'s dataset, then ``row``."""
-    return [r for r in old if r.get("dataset") != row["dataset"]] + [row]
+    """``old`` without the row of ``row``'s dataset and seed, then ``row``."""
+    key = (row["dataset"], row["seed"])
+    return [r for r in old if (r.get("dataset"), r.get("seed", 0)) != key] + [row]
 
 
 if __name__ == "__main__":
