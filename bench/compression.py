@@ -161,13 +161,13 @@ def breakdown(packed: bytes) -> dict[str, int]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table, then each dataset's mean ratio and accuracy change where it has several seeds."""
-    lines = [f"{'dataset':<8}{'seed':>5}{'dense B':>10}{'compr. B':>10}{'ratio':>8}{'acc before':>12}{'acc after':>11}"
-             f"{'params':>16}{'nonzeros':>10}{'onnx.gz B':>11}{'latency ms':>16}"]
+    lines = [f"{'dataset':<8}{'seed':>5}{'dense B':>12}{'compr. B':>10}{'ratio':>8}{'acc before':>12}{'acc after':>11}"
+             f"{'params':>20}{'nonzeros':>10}{'onnx.gz B':>11}{'latency ms':>16}"]
     for r in rows:
         b, a = r["before"], r["after"]
-        lines.append(f"{r['dataset']:<8}{r['seed']:>5}{r['dense_bytes']:>10,}{r['compressed_bytes']:>10,}"
+        lines.append(f"{r['dataset']:<8}{r['seed']:>5}{r['dense_bytes']:>12,}{r['compressed_bytes']:>10,}"
                      f"{r['ratio']:>7.1f}x{100 * r['accuracy_before']:>11.2f}%{100 * r['accuracy_after']:>10.2f}%"
-                     f"{b['params']:>8,}>{a['params']:<7,}{a['nonzeros']:>10,}{a['onnx_gzip_bytes']:>11,}"
+                     f"{b['params']:>10,}>{a['params']:<9,}{a['nonzeros']:>10,}{a['onnx_gzip_bytes']:>11,}"
                      f"{b['latency_ms']:>8.3f}>{a['latency_ms']:<7.3f}")
     for name, m in means(rows).items():
         lines.append(f"{name:<8}{'mean':>5} of {m['seeds']} seeds: ratio {m['ratio']:.1f}x, test accuracy change "
