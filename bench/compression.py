@@ -37,11 +37,17 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from peers import datasets
 from synthesis_quality import LogReporter, environment
+
+if TYPE_CHECKING:  # imported where used at run time: JAX must load after XLA_FLAGS is set
+    from core.data import Dataset
+    from core.spec import Spec
+    from core.train_config import TrainConfig
+    from synthesis.compress import Options
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "compression.json"
@@ -75,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated seeds; one row per dataset and seed")
     p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
     p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
+    p.add_argument("--control", type=int, default=0, metavar="N",
+                   help="also retrain the uncompressed network N times as one pruning round retrains a pruned one")
     p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET.nscz)")
     return p.parse_args(argv)
 
@@ -120,8 +128,9 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
     train_s = time.monotonic() - start
     y_test = split.y_test.astype(np.int32)
     before_test = evaluate(build(spec), trained.variables, x_test, y_test)["accuracy"]
+    options = Options(prune_rounds=setting.prune_rounds)
     c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=seed, config=config,
-                 reporter=LogReporter(), options=Options(prune_rounds=setting.prune_rounds))
+                 reporter=LogReporter(), options=options)
     after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -139,7 +148,32 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
             "prune_rounds": setting.prune_rounds, "stop_reason": c.stop_reason,
             "before": before, "after": after, "bits": c.report["bits"], "kept_fraction": c.report["kept_fraction"],
             "bytes": breakdown(c.artifact), "train_s": round(train_s, 1),
-            "compress_s": round(time.monotonic() - start - train_s, 1)}
+            "compress_s": round(time.monotonic() - start - train_s, 1),
+            **control(spec, trained.variables, data, config, options, setting, args.control, (x_test, y_test))}
+
+
+def control(spec: Spec, variables: dict[str, Any], data: Dataset, config: TrainConfig, options: Options,
+            setting: Setting, n: int, test: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """``{"control_accuracy": [...], "control_change_pt": mean}``: the test accuracy of the trained network
+    retrained ``n`` times uncompressed (new seeds), each as one pruning round retrains (its share of the epochs,
+    ``lr_scale``, ``patience``): what retraining alone does to the test accuracy. Empty when ``n`` is 0."""
+    from dataclasses import replace
+
+    from core.evaluation import evaluate
+    from core.model import build
+    from core.training import train
+
+    if n == 0:
+        return {}
+    epochs = max(1, round(setting.compress_epochs * options.shares[1] / setting.prune_rounds))
+    model, accuracies = build(spec), []
+    before = evaluate(model, variables, *test)["accuracy"]
+    for k in range(n):
+        again = replace(config, epochs=epochs, learning_rate=config.learning_rate * options.lr_scale,
+                        patience=options.patience, seed=config.seed + 1 + k)
+        retrained = train(model, data, again, variables=variables)
+        accuracies.append(float(evaluate(model, retrained.variables, *test)["accuracy"]))
+    return {"control_accuracy": accuracies, "control_change_pt": round(100 * (float(np.mean(accuracies)) - before), 2)}
 
 
 def breakdown(packed: bytes) -> dict[str, int]:
@@ -169,10 +203,15 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"{r['ratio']:>7.1f}x{100 * r['accuracy_before']:>11.2f}%{100 * r['accuracy_after']:>10.2f}%"
                      f"{b['params']:>10,}>{a['params']:<9,}{a['nonzeros']:>10,}{a['onnx_gzip_bytes']:>11,}"
                      f"{b['latency_ms']:>8.3f}>{a['latency_ms']:<7.3f}")
+        if "control_accuracy" in r:
+            lines.append(f"{'':<13}retrained uncompressed {len(r['control_accuracy'])} times: test "
+                         + " ".join(f"{100 * c:.2f}%" for c in r["control_accuracy"])
+                         + f", mean change {r['control_change_pt']:+.2f} pt")
     for name, m in means(rows).items():
         lines.append(f"{name:<8}{'mean':>5} of {m['seeds']} seeds: ratio {m['ratio']:.1f}x, test accuracy change "
                      f"{m['accuracy_change_pt']:+.2f} pt (from {m['lowest_change_pt']:+.2f} to "
-                     f"{m['highest_change_pt']:+.2f})")
+                     f"{m['highest_change_pt']:+.2f})" + (f"; retrained uncompressed {m['control_change_pt']:+.2f} pt"
+                                                          if "control_change_pt" in m else ""))
     return "\n".join(lines)
 
 
@@ -187,6 +226,8 @@ def means(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             out[name] = {"seeds": len(mine), "ratio": float(np.mean([r["ratio"] for r in mine])),
                          "accuracy_change_pt": round(float(np.mean(changes)), 2),
                          "lowest_change_pt": round(min(changes), 2), "highest_change_pt": round(max(changes), 2)}
+            if all("control_change_pt" in r for r in mine):
+                out[name]["control_change_pt"] = round(float(np.mean([r["control_change_pt"] for r in mine])), 2)
     return out
 
 
