@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
     p.add_argument("--control", type=int, default=0, metavar="N",
                    help="also retrain the uncompressed network N times as one pruning round retrains a pruned one")
-    p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET.nscz)")
+    p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET-SEED.nscz)")
     return p.parse_args(argv)
 
 
@@ -157,20 +157,21 @@ def control(spec: Spec, variables: dict[str, Any], data: Dataset, config: TrainC
     """``{"control_accuracy": [...], "control_change_pt": mean}``: the test accuracy of the trained network
     retrained ``n`` times uncompressed (new seeds), each as one pruning round retrains (its share of the epochs,
     ``lr_scale``, ``patience``): what retraining alone does to the test accuracy. Empty when ``n`` is 0."""
-    from dataclasses import replace
-
     from core.evaluation import evaluate
     from core.model import build
     from core.training import train
+    from synthesis.budget import Budget
+    from synthesis.compress.context import grant
+    from synthesis.compress.retrain import retraining
 
     if n == 0:
         return {}
-    epochs = max(1, round(setting.compress_epochs * options.shares[1] / setting.prune_rounds))
+    epochs, _ = grant(Budget(epochs=setting.compress_epochs), options.shares[1] / setting.prune_rounds,
+                      options.max_epochs)
     model, accuracies = build(spec), []
     before = evaluate(model, variables, *test)["accuracy"]
     for k in range(n):
-        again = replace(config, epochs=epochs, learning_rate=config.learning_rate * options.lr_scale,
-                        patience=options.patience, seed=config.seed + 1 + k)
+        again = retraining(config, options, epochs, None, config.seed + 1 + k)
         retrained = train(model, data, again, variables=variables)
         accuracies.append(float(evaluate(model, retrained.variables, *test)["accuracy"]))
     return {"control_accuracy": accuracies, "control_change_pt": round(100 * (float(np.mean(accuracies)) - before), 2)}

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.train_config import Progress
+from core.train_config import Progress, TrainConfig
 from core.training import train
-from synthesis.compress.context import Context, State, grant
+from synthesis.compress.context import Context, Options, State, grant
+
+
+def retraining(config: TrainConfig, options: Options, epochs: int, limit: float | None, seed: int) -> TrainConfig:
+    """The training hyper-parameters of one retraining: ``config``'s, at ``options.lr_scale`` of its learning
+    rate, for at most ``epochs`` (and ``limit`` seconds), stopping after ``options.patience`` epochs without a
+    better validation epoch."""
+    return replace(config, epochs=epochs, learning_rate=config.learning_rate * options.lr_scale,
+                   patience=options.patience, time_limit_s=limit, seed=seed, progress_every=0)
 
 
 def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
-    """Return ``state`` fine-tuned for ``share`` of the budget (at a ``lr_scale`` of the base learning rate, early
-    stopping on validation accuracy), or ``state`` itself when that validates better or nothing is left."""
+    """Return ``state`` fine-tuned for ``share`` of the budget (:func:`retraining`, early stopping on validation
+    accuracy), or ``state`` itself when that validates better or nothing is left."""
     epochs, limit = grant(ctx.budget, share, ctx.options.max_epochs, ctx.until)
     if epochs == 0:
         return state
     ctx.seed += 1
-    config = replace(ctx.config, epochs=epochs, learning_rate=ctx.config.learning_rate * ctx.options.lr_scale,
-                     patience=ctx.options.patience, time_limit_s=limit, seed=ctx.seed, progress_every=0)
+    config = retraining(ctx.config, ctx.options, epochs, limit, ctx.seed)
     r = state.reparam
     held = r if (r.masks or r.indices) else None
 
