@@ -149,14 +149,16 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
             "before": before, "after": after, "bits": c.report["bits"], "kept_fraction": c.report["kept_fraction"],
             "bytes": breakdown(c.artifact), "train_s": round(train_s, 1),
             "compress_s": round(time.monotonic() - start - train_s, 1),
-            **control(spec, trained.variables, data, config, options, setting, args.control, (x_test, y_test))}
+            **control(spec, trained.variables, data, config, options, setting.compress_epochs, args.control,
+                      (x_test, y_test), before_test)}
 
 
 def control(spec: Spec, variables: dict[str, Any], data: Dataset, config: TrainConfig, options: Options,
-            setting: Setting, n: int, test: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """``{"control_accuracy": [...], "control_change_pt": mean}``: the test accuracy of the trained network
-    retrained ``n`` times uncompressed (new seeds), each as one pruning round retrains (its share of the epochs,
-    ``lr_scale``, ``patience``): what retraining alone does to the test accuracy. Empty when ``n`` is 0."""
+            compress_epochs: int, n: int, test: tuple[np.ndarray, np.ndarray], before: float) -> dict[str, Any]:
+    """``{"control_accuracy": [...], "control_change_pt": mean}``: the test accuracy of the trained network (which
+    scored ``before`` on ``test``) retrained ``n`` times uncompressed (new seeds), each as one pruning round of a
+    ``compress_epochs`` budget retrains (its share of the epochs, ``lr_scale``, ``patience``): what retraining
+    alone does to the test accuracy. Empty when ``n`` is 0."""
     from core.evaluation import evaluate
     from core.model import build
     from core.training import train
@@ -166,10 +168,8 @@ def control(spec: Spec, variables: dict[str, Any], data: Dataset, config: TrainC
 
     if n == 0:
         return {}
-    epochs, _ = grant(Budget(epochs=setting.compress_epochs), options.shares[1] / setting.prune_rounds,
-                      options.max_epochs)
+    epochs, _ = grant(Budget(epochs=compress_epochs), options.shares[1] / options.prune_rounds, options.max_epochs)
     model, accuracies = build(spec), []
-    before = evaluate(model, variables, *test)["accuracy"]
     for k in range(n):
         again = retraining(config, options, epochs, None, config.seed + 1 + k)
         retrained = train(model, data, again, variables=variables)
@@ -223,7 +223,7 @@ def means(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for name in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == name]
         if len(mine) > 1:
-            changes = [100 * (r["accuracy_after"] - r["accuracy_before"]) for r in mine]
+            changes = [r["accuracy_change_pt"] for r in mine]
             out[name] = {"seeds": len(mine), "ratio": float(np.mean([r["ratio"] for r in mine])),
                          "accuracy_change_pt": round(float(np.mean(changes)), 2),
                          "lowest_change_pt": round(min(changes), 2), "highest_change_pt": round(max(changes), 2)}
