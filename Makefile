@@ -32,7 +32,7 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install
-	$(BIN)/pytest -q || [ $$? -eq 5 ]  # exit 5 = no tests collected
+	$(BIN)/pytest -q -n 2 || [ $$? -eq 5 ]  # two processes (pytest-xdist); exit 5 = no tests collected
 
 test: lint typecheck unit
 
