@@ -200,11 +200,12 @@ def train(
             state, out = step_fn(state, x, y, key)
             steps += 1
             metrics.append(out)
-            # keep one step queued and time the one before it (an epoch's first step: itself)
+            # keep one step queued and time the one before it (an epoch's first step: itself; the run's first
+            # step, mostly compilation, is not timed: taken as a step's time it stopped short runs after one step)
             done = out if pending is None else pending
             jax.block_until_ready(done)  # type: ignore[no-untyped-call]
             now = time.perf_counter()
-            step_s = now - last_done if pending is not None else max(step_s, now - last_done)
+            step_s = now - last_done if pending is not None else max(step_s, now - last_done) if steps > 1 else 0.0
             pending, last_done = out, now
             if on_progress and config.progress_every and steps % config.progress_every == 0:
                 on_progress(Progress(epoch, steps, _mean(metrics[-config.progress_every :]),

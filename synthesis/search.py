@@ -175,11 +175,14 @@ class Search:
             cap = max(int((budget.epochs or 0) * end * share), 1)
             return min(self.config.horizon, cap, max(budget.epochs_left(end), 1)), None
         # a quarter of the search (half for the first trial, the likeliest winner, which also measures the
-        # pace), but enough for a few epochs once compilation is paid
+        # pace), but enough for a few epochs once compilation is paid; while no trial has trained, all that is
+        # left: cut short on a slow or busy machine (compilation alone can take most of a quarter), the first
+        # trial would leave the job nothing better than chance to deliver
         per_epoch = self.pace.epoch_seconds(trial.macs, len(self.data.x_train)) or 0.0
         floor = self.pace.compile_seconds() + 3 * per_epoch
         share = share if self.pace.rates else max(share, 0.5)
-        time_limit = max(min(budget.left(end) - margin, max((budget.seconds or 0) * end * share, floor)), 1.0)
+        limit = (budget.seconds or 0) * end * share if any(t.curve for t in self.trials) else math.inf
+        time_limit = max(min(budget.left(end) - margin, max(limit, floor)), 1.0)
         # before the pace is known, plan at most half the horizon: a schedule cut short by the deadline
         # ends with a high learning rate
         most = self.config.horizon if self.pace.rates else max(self.config.horizon // 2, 1)

@@ -288,6 +288,17 @@ def test_init_is_deterministic_per_key() -> None:
     assert len(kernels) == 3  # every kernel differs; biases start at zero either way
 
 
+def test_init_outside_and_inside_a_transformation_agree() -> None:
+    """The init compiled without XLA's optimisations (it runs once) gives what traced code gives, to rounding."""
+    model = build(_spec(*CASES["batch_norm"], "op"))
+    key = jax.random.key(3)
+    eager, traced = model.init(key), jax.jit(model.init)(key)
+    assert str(jax.tree.structure(eager)) == str(jax.tree.structure(traced)) and "batch_stats" in eager
+    for u, v in zip(jax.tree.leaves(eager), jax.tree.leaves(traced), strict=True):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-5, atol=1e-6)
+    assert jax.eval_shape(model.init, key) == jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), eager)
+
+
 def test_batch_norm_train_updates_stats_and_eval_uses_them() -> None:
     model, variables = _probe(VEC, [_n("op", "batch_norm", momentum=0.75, epsilon=1e-3)], "op")
     x = np.random.default_rng(0).normal(3.0, 2.0, size=(16, 5)).astype(np.float32)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from core import training
 from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
 from core.model import build
 from core.reparam import Reparam
@@ -90,6 +93,34 @@ def test_deadline_stops_training(data: Dataset) -> None:
     assert len(result.history) < 50 and result.steps < 50 * 5
     metrics = evaluate(model, result.variables, data.x_val, data.y_val)
     assert metrics["accuracy"] == result.best_metric and np.isfinite(metrics["loss"])
+
+
+def test_the_first_steps_compilation_is_not_taken_for_a_steps_time(data: Dataset,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose first step (mostly compilation) takes most of its time limit trains on: its deadline is
+    predicted from the steps after it. On a busy machine, taken as a step's time, it ended runs after one step."""
+    clock = [0.0]
+    make_step = training.make_train_step
+
+    def slow_first_step(*args: Any, **kwargs: Any) -> Any:
+        step, calls = make_step(*args, **kwargs), [0]
+
+        def timed(*a: Any) -> Any:
+            out = jax.block_until_ready(step(*a))
+            calls[0] += 1
+            clock[0] += 6.0 if calls[0] == 1 else 0.01
+            return out
+
+        return timed
+
+    monkeypatch.setattr(training, "make_train_step", slow_first_step)
+    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    config = TrainConfig(epochs=4, batch_size=32, patience=None, time_limit_s=10.0)
+    result = train(build(tiny_spec()), data, config)
+    assert (result.stop_reason, result.steps) == ("completed", 4 * 5)
+    clock[0] = 0.0  # the deadline still binds once a step's time is known: 6 s, then about 10 steps of 0.01 s
+    cut = train(build(tiny_spec()), data, TrainConfig(**{**config.__dict__, "time_limit_s": 6.105}))
+    assert cut.stop_reason == "deadline" and 6 <= cut.steps <= 11 and clock[0] <= 6.105
 
 
 def test_same_seed_is_bit_identical_and_seeds_differ(data: Dataset) -> None:

@@ -1,4 +1,5 @@
-"""The search with trials elsewhere: a deterministic in-memory executor stands in for the workers."""
+"""The search's trial plans, and its trials elsewhere: a deterministic in-memory executor stands in for the
+workers."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from synthesis.budget import Budget
 from synthesis.engine import space_info
 from synthesis.executor import TrialReport, TrialRequest, run_request
 from synthesis.progress import NullReporter
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search, SearchConfig, Trial
 from synthesis.space import Constraints, LatencyModel
 from synthesis.trial import TrialResult
 from tests.datasets import digits_arrays
@@ -86,6 +87,21 @@ def _search(digits: tuple[Dataset, Any], budget: Budget, executor: ScriptedExecu
     data, info = digits
     config = SearchConfig(horizon=4, seed=1)
     return Search(info, data, budget, config, Constraints(), LATENCY, NullReporter(), executor)
+
+
+def test_until_a_trial_has_trained_a_trial_may_take_all_the_search_has_left(digits: tuple[Dataset, Any]) -> None:
+    """Cut short while nothing has trained (compilation alone can take most of its share on a busy machine), the
+    first trial would leave the job nothing better than chance to deliver; later ones get half the search."""
+    budget = Budget(seconds=100.0, clock=lambda: 0.0)
+    search = _search(digits, budget, None)
+    proposals = search.proposals()
+    first = Trial(0, next(proposals))
+    search.trials.append(first)
+    assert search._plan(first)[1] == pytest.approx(100.0 * budget.search_end())
+    first.curve = [0.5]
+    second = Trial(1, next(proposals))
+    search.trials.append(second)
+    assert search._plan(second)[1] == pytest.approx(100.0 * budget.search_end() / 2)
 
 
 def test_remote_results_are_merged_into_the_log_and_the_rungs(digits: tuple[Dataset, Any]) -> None:
