@@ -161,12 +161,28 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     model = deliver(spec, variables, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
+    warning = chance_level_warning(evaluate(build(spec), variables, data.x_val, data.y_val)["accuracy"], data.y_val)
+    if warning is not None:
+        model.metrics["warning"] = warning
+        reporter.event("warning", {"message": warning})
     if compressed is not None:
         compressed.model.metrics["candidate"] = winner.candidate.id
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})
     return Synthesis(model=model, log=[t.to_dict() for t in trials],
                      pareto=_pareto(trials, winner, model, compressed), stop_reason=search.stop_reason, split=sizes,
                      seconds=budget.elapsed(), compressed=compressed)
+
+
+def chance_level_warning(val_accuracy: float, y_val: np.ndarray) -> str | None:
+    """What to tell the user when the delivered network validates no better than always answering the
+    commonest class (the budget ran out before any candidate learned); None when it does better."""
+    if len(y_val) == 0:
+        return None
+    chance = float(np.bincount(y_val).max() / len(y_val))
+    if val_accuracy > chance:
+        return None
+    return (f"the budget ran out before any network learned more than the commonest class: validation accuracy "
+            f"{val_accuracy:.1%}, the commonest class alone {chance:.1%}; give the job a larger budget")
 
 
 def _ranked(search: Search) -> list[Trial]:

@@ -183,6 +183,8 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     write_package(args.out, files)
     print(f"model: test accuracy {model.metrics['test_accuracy']:.4f}, {model.param_count:,} parameters, "
           f"{len(result.log)} candidates; written to {args.out}")
+    if "warning" in model.metrics:
+        print(f"warning: {model.metrics['warning']}", file=sys.stderr)
     if compressed is not None:
         m = compressed.model.metrics
         write_package(args.out / "compressed", package_files(

@@ -53,6 +53,7 @@ def test_search_returns_a_valid_model(digits_task: Task, twin_runs: tuple[Synthe
     spec = Spec.from_dict(result.model.spec)
     assert spec.num_classes == 10
     assert result.model.metrics["test_accuracy"] > 0.5  # 10 classes: chance is 0.1
+    assert "warning" not in result.model.metrics  # it learned
     assert len(result.log) >= 2 and result.log[0]["origin"].startswith("seed:")
     assert any(p["delivered"] for p in result.pareto)
     x_test = digits_task.x[:16].astype(np.float32)
@@ -148,6 +149,24 @@ def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
     assert [e["train_rows"] for e in events.events["final"]] == [train_rows] and train_rows > 300
     assert budget.schedule == LARGE_DATA  # the final training, on all rows, gets the larger share
     assert result.model.metrics["test_accuracy"] > 0.3
+
+
+def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> None:
+    """Identical images cannot be told apart: whatever the network learns, it validates at most as well as
+    always answering the commonest class (70 %), and the user is told so."""
+    y = np.arange(200) % 10 < 7
+    events = _Events()
+    result = synthesize(Task("image", np.zeros((200, 8, 8, 1), np.uint8), y.astype(np.int64), 2), Budget(epochs=4),
+                        Options(latency=LATENCY, compress=False), events)
+    warning = result.model.metrics["warning"]
+    assert "commonest class alone 70.0%" in warning and "larger budget" in warning
+    assert events.events["warning"] == [{"message": warning}]
+
+
+def test_the_chance_level_warning_compares_with_the_commonest_class() -> None:
+    y = np.array([0, 0, 0, 1])
+    assert engine.chance_level_warning(0.75, y) is not None and engine.chance_level_warning(0.5, y) is not None
+    assert engine.chance_level_warning(1.0, y) is None and engine.chance_level_warning(0.0, y[:0]) is None
 
 
 def test_search_data_samples_only_the_training_rows() -> None:
