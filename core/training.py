@@ -205,7 +205,10 @@ def train(
             done = out if pending is None else pending
             jax.block_until_ready(done)  # type: ignore[no-untyped-call]
             now = time.perf_counter()
-            step_s = now - last_done if pending is not None else max(step_s, now - last_done) if steps > 1 else 0.0
+            if pending is not None:
+                step_s = now - last_done
+            elif steps > 1:
+                step_s = max(step_s, now - last_done)
             pending, last_done = out, now
             if on_progress and config.progress_every and steps % config.progress_every == 0:
                 on_progress(Progress(epoch, steps, _mean(metrics[-config.progress_every :]),
