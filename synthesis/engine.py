@@ -13,6 +13,7 @@ import numpy as np
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
+from core.spec import Spec
 from core.training import better
 from synthesis import space
 from synthesis.budget import Budget, Schedule
@@ -161,7 +162,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     model = deliver(spec, variables, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
-    warning = chance_level_warning(evaluate(build(spec), variables, data.x_val, data.y_val)["accuracy"], data.y_val)
+    warning = chance_level_warning(_validation(spec, variables, data)["accuracy"], data.y_val)
     if warning is not None:
         model.metrics["warning"] = warning
         reporter.event("warning", {"message": warning})
@@ -265,5 +266,10 @@ def _validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str,
                       data: Dataset) -> bool:
     """Whether network ``a`` (a trial and its weights) beats ``b`` on the validation rows: higher accuracy, or
     the same accuracy at a lower loss (:func:`core.training.better`; a few hundred validation rows often tie)."""
-    scores = [evaluate(build(space.to_spec(t.candidate, info)), v, data.x_val, data.y_val) for t, v in (a, b)]
+    scores = [_validation(space.to_spec(t.candidate, info), v, data) for t, v in (a, b)]
     return better(scores[0], scores[1]["accuracy"], scores[1]["loss"])
+
+
+def _validation(spec: Spec, variables: dict[str, Any], data: Dataset) -> dict[str, float]:
+    """The network's accuracy and loss on the validation rows."""
+    return evaluate(build(spec), variables, data.x_val, data.y_val)
