@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ class Compressed:
     (:mod:`core.artifact`; its length is the model's bytes), the verified ONNX export, the before / after report
     and why it stopped (``completed`` or ``cancelled``).
 
-    ``report`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``ratio``, ``before`` / ``after``
-    (:func:`synthesis.compress.report.figures` on the validation rows), ``bits`` (k per shared layer),
+    ``report`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``val_loss_before`` / ``_after``,
+    ``ratio``, ``before`` / ``after`` (:func:`synthesis.compress.report.figures` on the validation rows), ``bits``
+    (k per shared layer),
     ``kept_fraction`` (per masked layer), ``stop_reason``, ``epochs_used`` (retraining epochs, for an epoch
     budget's accounting) and ``seconds``. All JSON-serialisable."""
 
@@ -57,8 +59,9 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     """Compress a trained network (NeuNetS' fine-grained synthesis; Han et al.'s Deep Compression, 2016).
 
     Stages, each kept only when the retrained network's validation accuracy is at least the original's minus
-    ``tolerance`` (a fraction: 0.005 = 0.5 points; all stages but the last may spend only ``1 - options.reserve``
-    of it): remove the least important filters and units; prune each
+    ``tolerance`` (a fraction: 0.005 = 0.5 points; each stage but the last may spend ``options.reserve`` less of
+    it than the stage after it) and its validation loss at most ``1 + options.loss_rise`` times the original's:
+    remove the least important filters and units; prune each
     neuron to its N most important inputs (N per layer, in rounds); share each layer's weights among k values
     (k per layer, 2-256). Every compressed start computes what it replaces (verified). Retraining spends either
     ``seconds`` of wall clock or ``epochs`` (reproducible with ``seed``); ``config`` gives the base training
@@ -79,12 +82,13 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     total = sum(share for _, share in enabled) or 1.0
     end = 0.0
     try:
-        for stage, share in enabled:
+        for i, (stage, share) in enumerate(enabled):
             end += share / total
             ctx.until = min(end, 1.0)
             if best is not start and ctx.enough(best):
                 break
-            ctx.floor = start.accuracy - tolerance * (1.0 if stage is enabled[-1][0] else 1.0 - options.reserve)
+            ctx.floor = start.accuracy - tolerance * (1.0 - options.reserve * (len(enabled) - 1 - i))
+            ctx.ceiling = math.inf if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
             best = stage(ctx, best)
     except Cancelled:
         stop_reason = "cancelled"
@@ -99,6 +103,7 @@ def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance:
     before, _ = figures(start.spec, start.variables, None, x, y)
     after, delivered = figures(best.spec, best.variables, best.reparam, x, y, packed)
     report = {"tolerance": tolerance, "val_accuracy_before": start.accuracy, "val_accuracy_after": best.accuracy,
+              "val_loss_before": start.loss, "val_loss_after": best.loss,
               "ratio": before["dense_bytes"] / after["compressed_bytes"], "before": before, "after": after,
               "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
               "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},

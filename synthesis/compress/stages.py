@@ -3,6 +3,7 @@ retried more gently: filters, connections (iterated), buckets."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from synthesis.compress.buckets import choose_buckets
@@ -26,9 +27,11 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
         if candidate is None:
             break
         trained = _retrained(ctx, candidate, share / max(rounds, 1), stage)
-        kept = trained.accuracy >= ctx.floor
+        kept = ctx.within(trained)
         ctx.reporter.event("compress_round", {"stage": stage, "kept": kept, "val_accuracy": trained.accuracy,
-                                              "floor": ctx.floor, "slack": slack})
+                                              "floor": ctx.floor, "val_loss": trained.loss,
+                                              "ceiling": ctx.ceiling if math.isfinite(ctx.ceiling) else None,
+                                              "slack": slack})
         if kept:
             state = trained
             if once or ctx.enough(state):
@@ -41,7 +44,7 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
 def _retrained(ctx: Context, candidate: State, share: float, stage: str) -> State:
     """``candidate`` retrained; retrained once more from where it got to when that is still below the tolerance."""
     trained = retrain(ctx, candidate, share, stage)
-    if trained.accuracy < ctx.floor and not ctx.stop():
+    if not ctx.within(trained) and not ctx.stop():
         trained = retrain(ctx, trained, share / 2, stage)
     return trained
 

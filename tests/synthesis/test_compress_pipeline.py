@@ -88,17 +88,38 @@ def test_compression_stops_once_the_network_is_compressed_enough() -> None:
         Options(enough=1.0)
 
 
-def test_the_stages_before_the_last_leave_the_reserved_share_of_the_tolerance_to_it() -> None:
+def test_each_later_stage_keeps_back_its_reserved_share_of_the_tolerance() -> None:
+    """With reserve r, filter selection may spend 1 - 2r of the tolerance, pruning 1 - r, bucketing all of it."""
     spec, variables = trained()
     recorder = Recorder()
     c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, reporter=recorder,
-                 options=Options(prune_rounds=2, reserve=0.4, enough=None), config=CONFIG)
+                 options=Options(prune_rounds=2, reserve=0.2, enough=None, loss_rise=None), config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
     assert {p["stage"] for p in rounds} == {"filters", "connections", "buckets"}
     start = c.report["val_accuracy_before"]
+    spent = {"filters": 0.6, "connections": 0.8, "buckets": 1.0}
     for p in rounds:
-        assert p["floor"] == pytest.approx(start - (0.05 if p["stage"] == "buckets" else 0.6 * 0.05))
-        assert p["kept"] == (p["val_accuracy"] >= p["floor"])
+        assert p["floor"] == pytest.approx(start - spent[p["stage"]] * 0.05)
+        assert p["kept"] == (p["val_accuracy"] >= p["floor"]) and p["ceiling"] is None
     assert c.report["val_accuracy_after"] >= start - 0.05
-    with pytest.raises(ValueError, match="reserve"):
-        Options(reserve=1.0)
+    for reserve in (0.5, -0.1):
+        with pytest.raises(ValueError, match="reserve"):
+            Options(reserve=reserve)
+
+
+def test_a_network_whose_validation_loss_rose_past_the_limit_is_not_kept() -> None:
+    """``loss_rise`` 0: a retrained network must validate at no higher a loss than the original, whatever its
+    accuracy; rounds within the accuracy tolerance are rolled back for their loss alone."""
+    spec, variables = trained()
+    recorder = Recorder()
+    c = compress(spec, variables, digits(), tolerance=0.2, epochs=12, seed=1, reporter=recorder,
+                 options=Options(prune_rounds=3, enough=None, loss_rise=0.0), config=CONFIG)
+    rounds = [p for kind, p in recorder.events if kind == "compress_round"]
+    ceiling = c.report["val_loss_before"]
+    assert all(p["ceiling"] == pytest.approx(ceiling) for p in rounds)
+    for p in rounds:
+        assert p["kept"] == (p["val_accuracy"] >= p["floor"] and p["val_loss"] <= ceiling)
+    assert any(p["val_accuracy"] >= p["floor"] and not p["kept"] for p in rounds)  # rolled back for the loss
+    assert c.report["val_loss_after"] <= ceiling
+    with pytest.raises(ValueError, match="loss_rise"):
+        Options(loss_rise=-0.1)
