@@ -92,7 +92,7 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
-        return ctx.accuracy(state.spec, bucketed(choice), probe=True)
+        return ctx.probe_accuracy(state.spec, bucketed(choice))
 
     floor = ctx.probe_floor(state.spec, state.variables, slack)
     choice = {p: k for p, k in per_layer(grids, score, floor, ctx.stop).items() if k}

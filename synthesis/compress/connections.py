@@ -136,7 +136,7 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
-        return ctx.accuracy(state.spec, pruned(choice), probe=True)
+        return ctx.probe_accuracy(state.spec, pruned(choice))
 
     floor = ctx.probe_floor(state.spec, state.variables, slack)
     choice = per_layer(grids, score, floor, ctx.stop)

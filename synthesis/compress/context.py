@@ -112,7 +112,7 @@ class State:
     variables: dict[str, Any]
     reparam: Reparam
     accuracy: float
-    loss: float = math.nan  # validation cross-entropy
+    loss: float  # validation cross-entropy
 
 
 class Context:
@@ -143,10 +143,9 @@ class Context:
             self._models[key] = build(spec)
         return self._models[key]
 
-    def accuracy(self, spec: Spec, variables: dict[str, Any], *, probe: bool = False) -> float:
-        """Validation accuracy on all validation rows, or accuracy on the probe rows the per-layer searches use."""
-        x, y = (self.x_probe, self.y_probe) if probe else (self.data.x_val, self.data.y_val)
-        return float(evaluate(self.model(spec), variables, x, y)["accuracy"])
+    def probe_accuracy(self, spec: Spec, variables: dict[str, Any]) -> float:
+        """Accuracy on the probe rows the per-layer searches score on (:meth:`state` measures the validation rows)."""
+        return float(evaluate(self.model(spec), variables, self.x_probe, self.y_probe)["accuracy"])
 
     def recalibrated(self, spec: Spec, variables: dict[str, Any]) -> dict[str, Any]:
         """``variables`` with their batch-norm statistics re-estimated on ``options.stats_rows`` training rows (what
@@ -158,7 +157,7 @@ class Context:
         the constant prediction of the commonest probe class."""
         counts = np.bincount(np.asarray(self.y_probe, np.int64))
         room = 1.0 - float(counts.max()) / len(self.y_probe) if len(self.y_probe) else 1.0
-        return self.accuracy(spec, variables, probe=True) - slack * room
+        return self.probe_accuracy(spec, variables) - slack * room
 
     def enough(self, state: State) -> bool:
         """Whether ``state`` is compressed as far as ``options.enough`` asks (its artifact that many times smaller

@@ -65,7 +65,7 @@ def select_filters(ctx: Context, state: State, slack: float) -> tuple[State, dic
 
     def score(choice: Mapping[str, int]) -> float:
         ctx.tick()
-        return ctx.accuracy(spec, zeroed(choice), probe=True)
+        return ctx.probe_accuracy(spec, zeroed(choice))
 
     floor = ctx.probe_floor(spec, variables, slack)
     choice = per_layer(grids, score, floor, ctx.stop)

@@ -34,9 +34,8 @@ class Compressed:
 
     ``report`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``val_loss_before`` / ``_after``,
     ``ratio``, ``before`` / ``after`` (:func:`synthesis.compress.report.figures` on the validation rows), ``bits``
-    (k per shared layer),
-    ``kept_fraction`` (per masked layer), ``stop_reason``, ``epochs_used`` (retraining epochs, for an epoch
-    budget's accounting) and ``seconds``. All JSON-serialisable."""
+    (k per shared layer), ``kept_fraction`` (per masked layer), ``stop_reason``, ``epochs_used`` (retraining
+    epochs, for an epoch budget's accounting) and ``seconds``. All JSON-serialisable."""
 
     spec: Spec
     variables: dict[str, Any]

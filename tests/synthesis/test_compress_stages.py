@@ -213,14 +213,14 @@ def test_the_probe_floor_scales_the_slack_by_the_error_of_always_predicting_the_
     ctx = context()
     room = 1.0 - np.bincount(ctx.y_probe).max() / len(ctx.y_probe)
     assert 0.85 < room < 0.95  # ten digits, about equally common
-    accuracy = ctx.accuracy(spec, variables, probe=True)
+    accuracy = ctx.probe_accuracy(spec, variables)
     assert ctx.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * room)
     d = digits()
     threes = Dataset(d.x_train, (d.y_train == 3).astype(np.int32), d.x_val, (d.y_val == 3).astype(np.int32))
     rare = Context(threes, Budget(epochs=2), Options(), CONFIG, Recorder())
     rare_room = 1.0 - np.bincount(rare.y_probe).max() / len(rare.y_probe)
     assert rare_room < 0.15  # one class in ten: 10 points of slack would allow a constant prediction
-    accuracy = rare.accuracy(spec, variables, probe=True)
+    accuracy = rare.probe_accuracy(spec, variables)
     assert rare.probe_floor(spec, variables, 0.1) == pytest.approx(accuracy - 0.1 * rare_room)
 
 
