@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +129,7 @@ class Context:
         self.y_probe = np.concatenate([data.y_val[:n], data.y_train[rows]])
         self.x_stats = data.x_train[order[:options.stats_rows]]
         self.floor = 0.0
-        self.ceiling = math.inf  # the validation loss a kept network may reach (``Options.loss_rise``)
+        self.ceiling: float | None = None  # the validation loss a kept network may reach (``Options.loss_rise``)
         self.until = 1.0  # the fraction of the budget at which the running stage ends
         self._models: dict[str, Model] = {}
         self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
@@ -188,8 +187,8 @@ class Context:
 
     def within(self, state: State) -> bool:
         """Whether ``state`` is within the running stage's tolerance: validation accuracy at least ``floor`` and
-        validation loss at most ``ceiling``."""
-        return state.accuracy >= self.floor and not state.loss > self.ceiling
+        validation loss at most ``ceiling`` (None: any)."""
+        return state.accuracy >= self.floor and (self.ceiling is None or not state.loss > self.ceiling)
 
 
 def with_params(variables: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:

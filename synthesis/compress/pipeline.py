@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +79,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
                                                    strict=True) if on]
     total = sum(share for _, share in enabled) or 1.0
     end = 0.0
+    ctx.ceiling = None if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
     try:
         for i, (stage, share) in enumerate(enabled):
             end += share / total
@@ -87,7 +87,6 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
             if best is not start and ctx.enough(best):
                 break
             ctx.floor = start.accuracy - tolerance * (1.0 - options.reserve * (len(enabled) - 1 - i))
-            ctx.ceiling = math.inf if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
             best = stage(ctx, best)
     except Cancelled:
         stop_reason = "cancelled"

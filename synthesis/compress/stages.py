@@ -3,7 +3,6 @@ retried more gently: filters, connections (iterated), buckets."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from synthesis.compress.buckets import choose_buckets
@@ -30,7 +29,7 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
         kept = ctx.within(trained)
         ctx.reporter.event("compress_round", {"stage": stage, "kept": kept, "val_accuracy": trained.accuracy,
                                               "floor": ctx.floor, "val_loss": trained.loss,
-                                              "ceiling": ctx.ceiling if math.isfinite(ctx.ceiling) else None,
+                                              "ceiling": ctx.ceiling,
                                               "slack": slack})
         if kept:
             state = trained

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -93,16 +94,20 @@ def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
             r = client.post(f"{V1}/jobs", headers=auth, json={"dataset_id": r.json()["id"], "budget": 60})
             assert r.status_code == 201, r.text
             job_url = f"{V1}/jobs/{r.json()['id']}"
+
+            def job_events() -> list[dict[str, Any]]:
+                reply = client.get(f"{job_url}/events", headers={**auth, "Accept": "application/json"})
+                events: list[dict[str, Any]] = reply.json()
+                return events
+
             try:
                 job = wait_for(lambda: (j := client.get(job_url, headers=auth).json())["state"] not in
                                ("queued", "running") and j, JOB_WAIT_S, "the job")
             except AssertionError as late:  # say what the job and the service were doing
-                events = client.get(f"{job_url}/events", headers={**auth, "Accept": "application/json"}).json()
-                last = [str(e)[:300] for e in events[-12:]]
+                last = [str(e)[:300] for e in job_events()[-12:]]
                 raise AssertionError(f"{late}: events {last}\n{_worker_lines(service.log())}") from late
             assert job["state"] == "succeeded", (job, _worker_lines(service.log()))
-            events = client.get(f"{job_url}/events", headers={**auth, "Accept": "application/json"}).json()
-            assert [e["kind"] for e in events].count("candidate") >= 1
+            assert [e["kind"] for e in job_events()].count("candidate") >= 1
             onnx = client.get(f"{V1}/models/{job['model_ids'][0]}/download", headers=auth).content
         session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
         (proba,) = session.run(["probabilities"], {"input": digits.x_test.astype(np.float32)})
