@@ -9,6 +9,7 @@ import numpy as np
 
 from core import artifact
 from core.data import Dataset
+from core.distill import Teacher
 from core.evaluation import evaluate, recalibrate
 from core.model import Model, build
 from core.reparam import Reparam
@@ -78,6 +79,8 @@ class Options:
     enough: float | None = 100.0
     reserve: float = 0.25
     loss_rise: float | None = 0.3
+    distill: float = 0.5
+    temperature: float = 4.0
 
     def __post_init__(self) -> None:
         if self.importance not in ("taylor", "l1"):
@@ -88,6 +91,9 @@ class Options:
             raise ValueError(f"reserve must be in [0, 0.5), got {self.reserve}")
         if self.loss_rise is not None and self.loss_rise < 0:
             raise ValueError(f"loss_rise must be non-negative or None, got {self.loss_rise}")
+        if not 0 <= self.distill <= 1 or not self.temperature > 0:
+            raise ValueError(f"distill must be in [0, 1] and temperature positive, got {self.distill}, "
+                             f"{self.temperature}")
         if self.enough is not None and self.enough <= 1:
             raise ValueError(f"enough must be a ratio above 1 or None, got {self.enough}")
 
@@ -134,6 +140,9 @@ class Context:
         self._models: dict[str, Model] = {}
         self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
         self._packed: tuple[State, bytes] | None = None
+        self.teacher: Teacher | None = None  # what retraining distils from (set by ``compress``)
+        self.proposed: dict[str, Any] = {}  # the per-layer choice behind the last candidate a stage proposed
+        self.rejected: dict[str, Any] | None = None  # the last choice that missed the tolerance (None: none yet)
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""

@@ -18,7 +18,9 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
             choose: Callable[[Context, State, float], State | None], rounds: int, once: bool) -> State:
     """Up to ``rounds`` tries of ``choose`` then retraining (each worth ``share / rounds``); a try within the
     tolerance is kept (and ends the loop when ``once`` or when it is compressed :meth:`Context.enough`), a miss is
-    undone and halves the slack (each try is reported as a ``compress_round`` event)."""
+    undone, halves the slack and restricts the next try to settings milder than its own
+    (:func:`synthesis.compress.choose.milder`; each try is reported as a ``compress_round`` event)."""
+    ctx.rejected = None
     for _ in range(rounds):
         if ctx.stop():
             break
@@ -32,11 +34,11 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
                                               "ceiling": ctx.ceiling,
                                               "slack": slack})
         if kept:
-            state = trained
+            state, ctx.rejected = trained, None
             if once or ctx.enough(state):
                 break
         else:
-            slack /= 2
+            slack, ctx.rejected = slack / 2, ctx.proposed
     return state
 
 

@@ -19,7 +19,7 @@ from core.surgery import remove_units_many, zero_units
 from synthesis.budget import Budget
 from synthesis.compress import connections, stages
 from synthesis.compress.buckets import FIRST_K, choose_buckets, k_choices, shareable
-from synthesis.compress.choose import per_layer
+from synthesis.compress.choose import milder, per_layer
 from synthesis.compress.connections import prunable, prune_round, top_n
 from synthesis.compress.context import Context, Options, State
 from synthesis.compress.filters import ranking, select_filters, selectable
@@ -82,6 +82,50 @@ def test_each_round_is_reported_and_a_missed_one_halves_the_slack_of_the_next() 
     assert [p["kept"] for p in rounds] == [False, True, True, False, True]
     assert [p["slack"] for p in rounds] == pytest.approx([0.1, 0.05, 0.05, 0.05, 0.025])
     assert [p["floor"] for p in rounds] == [2.0, 0.0, 0.0, 2.0, 0.0]
+
+
+def test_milder_keeps_only_the_settings_before_a_rejected_choice() -> None:
+    grids = {"a": [0, 1, 2, 3], "b": [10, 8, 6], "c": [5, 4]}
+    assert milder(grids, None) == {"a": [0, 1, 2, 3], "b": [10, 8, 6], "c": [5, 4]}
+    # a: changed to 2, so 0-1 remain; b: rejected unchanged, so stays unchanged; c: not in the choice, unchanged
+    assert milder(grids, {"a": 2, "b": 10}) == {"a": [0, 1], "b": [10], "c": [5]}
+    assert milder(grids, {"a": 1, "b": 6, "c": 4}) == {"a": [0], "b": [10, 8], "c": [5]}
+
+
+def test_a_round_that_missed_is_retried_with_settings_milder_than_its_own() -> None:
+    """After a miss the next try may only step back from what missed; a kept round lifts the restriction."""
+    ctx = context(epochs=12)
+    state = start(ctx)
+    proposals, seen = iter([{"x": 3}, {"x": 2}, {"x": 5}]), []
+    floors = iter([2.0, 0.0, 0.0])  # 2.0: no network keeps it; 0.0: every network does
+
+    def choose(c: Context, s: State, slack: float) -> State:
+        seen.append(c.rejected)
+        c.proposed, c.floor = next(proposals), next(floors)
+        return s
+
+    stages._rounds(ctx, state, "test", 0.1, 0.5, choose, 3, False)
+    assert seen == [None, {"x": 3}, None]
+
+
+def test_pruning_and_bucketing_retries_step_back_from_the_choice_that_missed() -> None:
+    ctx = context()
+    state = start(ctx)
+    pruned = prune_round(ctx, state, slack=0.05)
+    assert pruned is not None
+    first = dict(ctx.proposed)
+    ctx.rejected = first
+    again = prune_round(ctx, state, slack=0.05)
+    for path, n in ctx.proposed.items():  # fewer pruned where the miss pruned, none elsewhere
+        full = connections.grid(connections.incoming(np.ones(tree.flatten(state.variables["params"])[path].shape),
+                                                     path))[0]
+        assert n > first[path] if first[path] != full else n == full
+    assert again is None or again.reparam.masks
+    ctx.rejected = None
+    assert choose_buckets(ctx, state, slack=1.0) is not None and set(ctx.proposed.values()) == {FIRST_K}
+    ctx.rejected = dict(ctx.proposed)
+    gentler = choose_buckets(ctx, state, slack=1.0)
+    assert gentler is not None and min(gentler.reparam.sizes.values()) > FIRST_K
 
 
 def test_top_n_keeps_the_largest_inputs_of_each_neuron() -> None:
