@@ -32,14 +32,12 @@ from core.data import (
     steps_per_epoch,
     train_batches,
 )
-from core.distill import Teacher, distillation_loss
 from core.evaluation import evaluate, evaluate_on_mesh, predict_proba
 from core.model import Model
 from core.train_config import Progress, TrainConfig, TrainResult, shift_for
 
 __all__ = [
     "Progress",
-    "Teacher",
     "TrainConfig",
     "TrainResult",
     "TrainState",
@@ -87,14 +85,11 @@ def make_train_step(
     config: TrainConfig,
     reparam: rp.Reparam | None = None,
     mesh: jax.sharding.Mesh | None = None,
-    teacher: Teacher | None = None,
 ) -> StepFn:
     """Return the jitted ``step(state, x, y, key) -> (state, {"loss", "accuracy"})``.
 
     The step augments the batch (images only), computes the label-smoothed cross-entropy of
-    ``model.apply(train=True)`` — with a ``teacher``, blended with the distillation loss against the
-    teacher's eval-mode outputs on the same augmented batch (:func:`core.distill.distillation_loss`,
-    ``teacher.weight`` of it) — applies the optimiser (then ``constrain`` under a reparam) and
+    ``model.apply(train=True)``, applies the optimiser (then ``constrain`` under a reparam) and
     donates ``state``. Its randomness is ``fold_in(key, state.step)``. With ``mesh``, ``state`` and
     ``key`` are replicated and ``x``/``y`` split over the mesh's ``"data"`` axis.
     """
@@ -104,22 +99,17 @@ def make_train_step(
     do_augment = inp.modality == "image" and (max_shift > 0 or config.flip)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array,
-             r: rp.Reparam | None, taught: Any) -> tuple[TrainState, dict[str, Any]]:
+             r: rp.Reparam | None) -> tuple[TrainState, dict[str, Any]]:
         k_aug, k_drop = jax.random.split(jax.random.fold_in(key, state.step))
         if do_augment:
             x = augment(x, k_aug, max_shift=max_shift, flip=config.flip)
-        soft = None if teacher is None else teacher.model.apply(taught, x)[0]
 
         def loss_fn(trainable: Any) -> tuple[jax.Array, tuple[jax.Array, Any]]:
             params = trainable if r is None else rp.materialise(trainable, r)
             variables = {"params": params, "batch_stats": state.batch_stats}
             logits, stats = model.apply(variables, x, train=True, key=k_drop)
             targets = optax.smooth_labels(jax.nn.one_hot(y, num_classes), smoothing)
-            loss = optax.softmax_cross_entropy(logits, targets)
-            if teacher is not None and soft is not None:
-                kd = distillation_loss(logits, soft, teacher.temperature)
-                loss = (1.0 - teacher.weight) * loss + teacher.weight * kd
-            return loss.mean(), (logits, stats)
+            return optax.softmax_cross_entropy(logits, targets).mean(), (logits, stats)
 
         (loss, (logits, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
@@ -134,16 +124,13 @@ def make_train_step(
         jitted = jax.jit(step, donate_argnums=0)
     else:
         rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
-        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep, rep), out_shardings=(rep, rep),
+        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep), out_shardings=(rep, rep),
                          donate_argnums=0)
         reparam = parallel.replicate(reparam, mesh)
-    taught = None if teacher is None else teacher.variables
-    if mesh is not None and taught is not None:
-        taught = parallel.replicate(taught, mesh)
 
     def run(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array
             ) -> tuple[TrainState, dict[str, Any]]:
-        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam, taught)
+        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam)
         return out
 
     return run
@@ -170,11 +157,8 @@ def train(
     reparam: rp.Reparam | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     devices: Sequence[parallel.Device] | None = None,
-    teacher: Teacher | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` and return the best validation epoch's weights.
-
-    With a ``teacher`` the loss blends in distillation towards its outputs (:func:`make_train_step`).
 
     ``variables`` default to ``model.init(fold_in(key(seed), 0))``. ``devices`` default to every
     local device; the batch size is rounded up to a multiple of their count. The same seed gives a
@@ -192,7 +176,7 @@ def train(
     per_epoch = steps_per_epoch(n, batch)
     optimizer = make_optimizer(config, config.epochs * per_epoch)
     state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
-    step_fn = make_train_step(model, optimizer, config, reparam, mesh, teacher)
+    step_fn = make_train_step(model, optimizer, config, reparam, mesh)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
 
     history: list[dict[str, float]] = []

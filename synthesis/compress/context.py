@@ -9,7 +9,6 @@ import numpy as np
 
 from core import artifact
 from core.data import Dataset
-from core.distill import Teacher
 from core.evaluation import evaluate, recalibrate
 from core.model import Model, build
 from core.reparam import Reparam
@@ -58,11 +57,6 @@ class Options:
     may rise (None: no limit). Accuracy on a few hundred validation rows saturates: on digits at split seed 2
     filter selection and six pruning rounds kept validation accuracy at 99.6-100 % while test accuracy fell 2
     points; the validation loss rose from 0.12 to 0.18-0.23 on the way (with a 30 % limit: -0.22 points at 31x).
-    ``distill``: the share of every retraining's loss that is distillation towards the uncompressed network's
-    outputs at softmax ``temperature`` (:mod:`core.distill`; 0: labels only). Off by default: on digits at 0.5
-    (temperature 4) filter selection was kept at 100 % validation accuracy where without it both of its tries
-    missed, but test accuracy fell 0.67 points at split seeds 1 and 2 (44.5x, 39.3x) while validation stayed
-    within the tolerance.
     """
 
     importance: str = "taylor"
@@ -84,8 +78,6 @@ class Options:
     enough: float | None = 100.0
     reserve: float = 0.25
     loss_rise: float | None = 0.3
-    distill: float = 0.0
-    temperature: float = 4.0
 
     def __post_init__(self) -> None:
         if self.importance not in ("taylor", "l1"):
@@ -96,9 +88,6 @@ class Options:
             raise ValueError(f"reserve must be in [0, 0.5), got {self.reserve}")
         if self.loss_rise is not None and self.loss_rise < 0:
             raise ValueError(f"loss_rise must be non-negative or None, got {self.loss_rise}")
-        if not 0 <= self.distill <= 1 or not self.temperature > 0:
-            raise ValueError(f"distill must be in [0, 1] and temperature positive, got {self.distill}, "
-                             f"{self.temperature}")
         if self.enough is not None and self.enough <= 1:
             raise ValueError(f"enough must be a ratio above 1 or None, got {self.enough}")
 
@@ -145,7 +134,6 @@ class Context:
         self._models: dict[str, Model] = {}
         self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
         self._packed: tuple[State, bytes] | None = None
-        self.teacher: Teacher | None = None  # what retraining distils from (set by ``compress``)
         self.proposed: dict[str, Any] = {}  # the per-layer choice behind the last candidate a stage proposed
         self.rejected: dict[str, Any] | None = None  # the last choice that missed the tolerance (None: none yet)
 

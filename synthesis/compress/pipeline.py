@@ -11,7 +11,6 @@ import numpy as np
 
 from core import artifact, tree
 from core.data import Dataset
-from core.distill import Teacher
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
@@ -81,8 +80,6 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     total = sum(share for _, share in enabled) or 1.0
     end = 0.0
     ctx.ceiling = None if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
-    if options.distill:
-        ctx.teacher = Teacher(ctx.model(spec), variables, options.distill, options.temperature)
     try:
         for i, (stage, share) in enumerate(enabled):
             end += share / total

@@ -32,7 +32,7 @@ def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
         ctx.tick()
 
     result = train(ctx.model(state.spec), ctx.data, config, variables=state.variables, reparam=held,
-                   on_progress=hook, teacher=ctx.teacher)
+                   on_progress=hook)
     ctx.budget.spend_epochs(len(result.history))
     trained = ctx.state(state.spec, result.variables, r)
     ctx.reporter.event("compress_retrain", {"stage": stage, "epochs": len(result.history),

@@ -123,30 +123,3 @@ def test_a_network_whose_validation_loss_rose_past_the_limit_is_not_kept() -> No
     assert c.report["val_loss_after"] <= ceiling
     with pytest.raises(ValueError, match="loss_rise"):
         Options(loss_rise=-0.1)
-
-
-def test_retraining_distils_from_the_original_network_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every retraining gets the uncompressed network as its teacher (``Options.distill`` of the loss); with
-    ``distill=0`` none does."""
-    from core import training
-    from synthesis.compress import retrain as retrain_module
-
-    spec, variables = trained()
-    teachers: list[object] = []
-
-    def spy(*args: object, **kwargs: object) -> object:
-        teachers.append(kwargs.get("teacher"))
-        return training.train(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(retrain_module, "train", spy)
-    compress(spec, variables, digits(), epochs=4, seed=1, options=Options(prune_rounds=1, distill=0.3,
-                                                                          temperature=2.0), config=CONFIG)
-    assert teachers and all(t is not None for t in teachers)
-    first = teachers[0]
-    assert first.weight == 0.3 and first.temperature == 2.0  # type: ignore[attr-defined]
-    assert first.variables is variables and first.model.spec.to_json() == build(spec).spec.to_json()  # type: ignore[attr-defined]
-    teachers.clear()
-    compress(spec, variables, digits(), epochs=4, seed=1, options=Options(prune_rounds=1, distill=0.0), config=CONFIG)
-    assert teachers and all(t is None for t in teachers)
-    with pytest.raises(ValueError, match="distill"):
-        Options(distill=1.5)
