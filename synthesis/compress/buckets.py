@@ -22,7 +22,6 @@ from core import tree
 from core.packing import bits_for
 from core.reparam import Reparam, materialise, quantise, trainable
 from core.spec import Spec
-from synthesis.compress.choose import milder, per_layer
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
@@ -95,9 +94,7 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
         return ctx.probe_accuracy(state.spec, bucketed(choice))
 
     floor = ctx.probe_floor(state.spec, state.variables, slack)
-    full = per_layer(milder(grids, ctx.rejected), score, floor, ctx.stop)
-    ctx.proposed = full
-    choice = {p: k for p, k in full.items() if k}
+    choice = {p: k for p, k in ctx.choose(grids, score, floor).items() if k}
     if not choice:
         return None
     reparam = Reparam(masks, {**state.reparam.indices, **{p: shared(p, k)[0] for p, k in choice.items()}},

@@ -24,7 +24,6 @@ from core.checkpoint import variable_shapes
 from core.graph import validate
 from core.reparam import Reparam, mask_top_n_incoming
 from core.spec import Spec
-from synthesis.compress.choose import milder, per_layer
 from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.importance import row_importance
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
@@ -139,8 +138,7 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
         return ctx.probe_accuracy(state.spec, pruned(choice))
 
     floor = ctx.probe_floor(state.spec, state.variables, slack)
-    choice = per_layer(milder(grids, ctx.rejected), score, floor, ctx.stop)
-    ctx.proposed = choice
+    choice = ctx.choose(grids, score, floor)
     changed = {p: n for p, n in choice.items() if n != grids[p][0]}
     if not changed:
         return None

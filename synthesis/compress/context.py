@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,7 +16,10 @@ from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
+from synthesis.compress.choose import milder, per_layer
 from synthesis.progress import NullReporter, Reporter
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,13 @@ class Context:
         """``variables`` with their batch-norm statistics re-estimated on ``options.stats_rows`` training rows (what
         every candidate a per-layer search scores, and the network it then retrains, starts from)."""
         return recalibrate(self.model(spec), variables, self.x_stats)
+
+    def choose(self, grids: Mapping[str, Sequence[T]], score: Callable[[Mapping[str, T]], float],
+               floor: float) -> dict[str, T]:
+        """One setting per layer (:func:`synthesis.compress.choose.per_layer` until the stage's share is spent),
+        milder than :attr:`rejected` where a try of the running stage missed; remembered as :attr:`proposed`."""
+        self.proposed = per_layer(milder(grids, self.rejected), score, floor, self.stop)
+        return self.proposed
 
     def probe_floor(self, spec: Spec, variables: dict[str, Any], slack: float) -> float:
         """The probe accuracy a per-layer choice must keep: the network's minus ``slack`` times the error rate of

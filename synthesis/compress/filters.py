@@ -23,7 +23,6 @@ from core.reparam import Reparam
 from core.spec import Spec
 from core.surgery import removable_nodes, remove_units_many, zero_units
 from synthesis.compress import connections
-from synthesis.compress.choose import milder, per_layer
 from synthesis.compress.connections import weight_shares
 from synthesis.compress.context import Context, State
 from synthesis.compress.importance import unit_importance
@@ -68,8 +67,7 @@ def select_filters(ctx: Context, state: State, slack: float) -> tuple[State, dic
         return ctx.probe_accuracy(spec, zeroed(choice))
 
     floor = ctx.probe_floor(spec, variables, slack)
-    choice = per_layer(milder(grids, ctx.rejected), score, floor, ctx.stop)
-    ctx.proposed = choice
+    choice = ctx.choose(grids, score, floor)
     removed = {n: sorted(order[n][:c].tolist()) for n, c in choice.items() if c}
     if not removed:
         return state, {}
