@@ -21,9 +21,12 @@ def evaluate(
     model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, *,
     batch_size: int = 1024, devices: Sequence[parallel.Device] | None = None,
 ) -> dict[str, float]:
-    """Return ``{"loss", "accuracy"}`` of ``model`` on ``(x, y)`` in eval mode.
+    """Return ``{"loss", "accuracy", "uniform_loss"}`` of ``model`` on ``(x, y)`` in eval mode.
 
-    The loss is the plain (not label-smoothed) mean cross-entropy.
+    The loss is the plain (not label-smoothed) mean cross-entropy; ``uniform_loss`` the mean cross-entropy
+    against the uniform distribution over the classes, so that ``(1 - s) * loss + s * uniform_loss`` is the
+    cross-entropy against targets label-smoothed by ``s`` (Szegedy et al., "Rethinking the Inception
+    Architecture", CVPR 2016), the loss such a model was trained to lower.
     """
     return evaluate_on_mesh(model, variables, x, y, batch_size, parallel.data_mesh(devices))
 
@@ -44,15 +47,17 @@ def predict_proba(
 
 def evaluate_on_mesh(model: Model, variables: dict[str, Any], x: np.ndarray, y: np.ndarray,
                      batch_size: int, mesh: jax.sharding.Mesh) -> dict[str, float]:
-    """Return ``{"loss", "accuracy"}`` on ``(x, y)`` over a given device mesh."""
+    """Return ``{"loss", "accuracy", "uniform_loss"}`` (see :func:`evaluate`) on ``(x, y)`` over a given
+    device mesh."""
     if len(x) == 0:
-        return {"loss": math.nan, "accuracy": math.nan}
+        return {"loss": math.nan, "accuracy": math.nan, "uniform_loss": math.nan}
     variables = jax.device_put(variables, parallel.replicated(mesh))
     batches = eval_batches(x, y, _batch(batch_size, len(x), mesh))
     sums = [_eval_batch(model, variables, xb, yb, valid)
             for xb, yb, valid in prefetch_to_device(batches, mesh)]
-    loss, correct = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
-    return {"loss": float(loss / len(x)), "accuracy": float(correct / len(x))}
+    loss, correct, uniform = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
+    n = len(x)
+    return {"loss": float(loss / n), "accuracy": float(correct / n), "uniform_loss": float(uniform / n)}
 
 
 def _batch(batch_size: int, n: int, mesh: jax.sharding.Mesh) -> int:
@@ -66,7 +71,8 @@ def _eval_batch(model: Model, variables: dict[str, Any], x: jax.Array, y: jax.Ar
     logits, _ = model.apply(variables, x, train=False)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, y)
     correct = (jnp.argmax(logits, axis=-1) == y).astype(jnp.float32)
-    return jnp.stack([jnp.sum(loss * valid), jnp.sum(correct * valid)])
+    uniform = -jnp.mean(jax.nn.log_softmax(logits, axis=-1), axis=-1)
+    return jnp.stack([jnp.sum(loss * valid), jnp.sum(correct * valid), jnp.sum(uniform * valid)])
 
 
 @functools.partial(jax.jit, static_argnums=0)

@@ -14,8 +14,7 @@ from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
-from core.training import better
-from synthesis import space
+from synthesis import select, space
 from synthesis.budget import Budget, Schedule
 from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
@@ -191,7 +190,7 @@ def _ranked(search: Search) -> list[Trial]:
     if not trained:
         raise RuntimeError(f"no candidate could be trained ({search.stop_reason}): "
                            + "; ".join(sorted({t.reason for t in search.trials if t.reason})[:3]))
-    return sorted(trained, key=lambda t: t.accuracy, reverse=True)
+    return select.rank(trained, lambda t: t.score, len(search.data.y_val))
 
 
 def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
@@ -225,11 +224,13 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": searched
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
                                  "train_rows": len(data.x_train)})
-        measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
-        if final.variables is not None and (searched is None or final.best_metric >= measured):
+        measured = (winner.result.best_metric, winner.result.best_loss) if winner.result is not None \
+            else (0.0, None)  # not the extrapolation
+        if final.variables is not None and (searched is None or not select.beats(
+                measured, (final.best_metric, final.best_loss), len(data.y_val))):
             chosen, metric = final.variables, final.best_metric
         elif searched is not None:
-            chosen, metric = searched, measured
+            chosen, metric = searched, measured[0]
         else:
             continue
         kept = search.best_trained()  # a trial whose extrapolation ranked lower may still validate better
@@ -264,10 +265,11 @@ def _pareto(trials: list[Trial], winner: Trial, model: Delivered,
 
 def _validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str, Any]], info: space.SpaceInfo,
                       data: Dataset) -> bool:
-    """Whether network ``a`` (a trial and its weights) beats ``b`` on the validation rows: higher accuracy, or
-    the same accuracy at a lower loss (:func:`core.training.better`; a few hundred validation rows often tie)."""
-    scores = [_validation(space.to_spec(t.candidate, info), v, data) for t, v in (a, b)]
-    return better(scores[0], scores[1]["accuracy"], scores[1]["loss"])
+    """Whether network ``a`` (a trial and its weights) beats ``b`` on the validation rows: a higher accuracy
+    beyond its noise, or within it a lower loss (:func:`synthesis.select.beats`)."""
+    scores = [(m["accuracy"], select.excess_loss(m, t.candidate.hparams.label_smoothing, info.num_classes))
+              for t, m in ((t, _validation(space.to_spec(t.candidate, info), v, data)) for t, v in (a, b))]
+    return select.beats(scores[0], scores[1], len(data.y_val))
 
 
 def _validation(spec: Spec, variables: dict[str, Any], data: Dataset) -> dict[str, float]:

@@ -24,7 +24,7 @@ import numpy as np
 from core.analysis import analyse
 from core.data import Dataset
 from core.train_config import TrainConfig
-from synthesis import space
+from synthesis import select, space
 from synthesis.budget import Budget
 from synthesis.estimator import predict_final
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
@@ -75,12 +75,26 @@ class Trial:
             return max(self.result.best_metric, self.predicted)
         return self.predicted
 
+    @property
+    def loss(self) -> float | None:
+        """The validation loss at the best epoch of a trial that trained fully (None otherwise: a stopped trial's
+        loss comes from fewer epochs than its predicted accuracy stands for)."""
+        if self.result is not None and self.result.status in ("completed", "deadline"):
+            return self.result.best_loss
+        return None
+
+    @property
+    def score(self) -> tuple[float, float | None]:
+        """(accuracy, loss): what `synthesis.select` ranks trials by."""
+        return self.accuracy, self.loss
+
     def to_dict(self) -> dict[str, Any]:
         """The search-log entry (JSON-ready)."""
         return {"index": self.index, **self.candidate.to_dict(), "params": self.params, "macs": self.macs,
                 "memory_bytes": self.memory_bytes, "latency_ms": round(self.latency_ms, 4), "status": self.status,
                 "reason": self.reason, "curve": [round(v, 6) for v in self.curve],
                 "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
+                "loss": None if self.loss is None else round(self.loss, 6),
                 "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4),
                 "worker": self.worker}
 
@@ -290,7 +304,8 @@ class Search:
         self._measured(trial, report.result)
         best = self.best_trained()
         if (report.weights is not None and report.result.status in ("completed", "deadline")
-                and (best is None or best.result is None or report.result.best_metric > best.result.best_metric)):
+                and (best is None or best.result is None or select.beats(
+                    _measured(report.result), _measured(best.result), len(self.data.y_val)))):
             report.result.variables = report.weights()
         self._record(trial)
 
@@ -317,12 +332,19 @@ class Search:
         return self.budget.left(end) > (float(np.median(firsts)) if firsts else 0.0)
 
     def best_trained(self) -> Trial | None:
-        """The trial with the best validation accuracy among those whose weights are kept (None: no such trial)."""
+        """The trial that validates best (`synthesis.select`: accuracy, within its noise the loss) among those
+        whose weights are kept (None: no such trial)."""
         kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
-        return max(kept, key=lambda t: t.result.best_metric if t.result else 0.0, default=None)
+        ranked = select.rank(kept, lambda t: _measured(t.result), len(self.data.y_val))
+        return ranked[0] if ranked else None
 
     def _forget_weights_of_all_but_the_best(self) -> None:
         keep = self.best_trained()
         for t in self.trials:
             if t is not keep and t.result is not None:
                 t.result.variables = None
+
+
+def _measured(result: TrialResult | None) -> tuple[float, float | None]:
+    """A trial result's measured (accuracy, loss): its best epoch's, not an extrapolation."""
+    return (result.best_metric, result.best_loss) if result is not None else (0.0, None)

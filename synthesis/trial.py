@@ -7,6 +7,7 @@ asking the search after every epoch whether to go on — asynchronous successive
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,8 +18,9 @@ from core.data import Dataset
 from core.model import build
 from core.spec import Spec
 from core.train_config import Progress, TrainConfig
-from core.training import train
+from core.training import better, train
 from synthesis.progress import Stopped
+from synthesis.select import excess_loss
 
 PROGRESS_STEPS = 8
 """A trial reports every that many steps, so its pace is known after a few steps, not an epoch."""
@@ -53,6 +55,7 @@ class TrialResult:
     epochs: int = 0
     variables: dict[str, Any] | None = None
     best_metric: float = 0.0
+    best_loss: float | None = None  # the best epoch's validation loss (synthesis.select.excess_loss; None: no epoch)
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
     step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
@@ -70,8 +73,10 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     start = time.perf_counter()
     config = replace(config, progress_every=PROGRESS_STEPS)
     marks: list[tuple[int, float]] = []  # (global step, seconds) of step reports, to measure the pace
+    kept_loss = math.inf  # the plain validation loss of the best epoch so far, as core.training ranks epochs
 
     def hook(p: Progress) -> None:
+        nonlocal kept_loss
         if "val_accuracy" not in p.metrics:
             if len(marks) < 2:
                 marks.append((p.step, p.elapsed_s))
@@ -80,7 +85,11 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
                     result.step_s = max(t1 - t0, 0.0) / max(s1 - s0, 1)
                     result.compile_s = max(t0 - s0 * result.step_s, 0.0)
             return
-        result.curve.append(float(p.metrics["val_accuracy"]))
+        val = {k: float(p.metrics[f"val_{k}"]) for k in ("accuracy", "loss", "uniform_loss")}
+        if not result.curve or better(val, max(result.curve), kept_loss):  # the epoch training keeps
+            kept_loss = val["loss"]
+            result.best_loss = excess_loss(val, config.label_smoothing, spec.num_classes)
+        result.curve.append(val["accuracy"])
         result.epochs = p.epoch
         if p.epoch == 1:
             result.first_epoch_s = p.elapsed_s

@@ -182,6 +182,8 @@ def test_predict_proba_agrees_with_evaluate(early, data: Dataset) -> None:
     assert metrics["accuracy"] == pytest.approx(np.mean(probs.argmax(axis=1) == y))
     expected_loss = -np.mean(np.log(probs[np.arange(7), y]))
     assert metrics["loss"] == pytest.approx(expected_loss, rel=1e-4)
+    # the cross-entropy against uniform targets, padded rows excluded: with the loss, any smoothed target's
+    assert metrics["uniform_loss"] == pytest.approx(-np.mean(np.log(probs)), rel=1e-4)
 
 
 def test_config_rejects_out_of_range_values() -> None:

@@ -1,0 +1,71 @@
+"""Which trained network wins: validation accuracy first, but within its noise the lower validation loss.
+
+A few hundred validation rows measure accuracy in whole rows: at 99 % on 413 rows one standard error is about
+two rows, so the candidate that validates best by a row or two is often not the one that tests best. Model
+selection on a noisy hold-out estimate over-fits it (Cawley and Talbot, "On Over-fitting in Model Selection and
+Subsequent Selection Bias in Performance Evaluation", JMLR 2010); the remedy here is to rank near-ties by a
+continuous, lower-variance score: the validation loss.
+
+The loss compared is each candidate's own training objective in excess of its floor (:func:`excess_loss`): the
+cross-entropy against the targets label-smoothed as that candidate was trained, minus their entropy — the KL
+divergence from the smoothed targets. The plain cross-entropy would favour whichever candidate was trained with
+the least smoothing (at 0.1 every sure answer still costs about 0.1 nats; at 0 almost nothing). Measured on SMS
+Spam (413 validation rows, split seeds 0 / 1 / 2; the wide text CNN, the word CNN, the n-gram bag and Kim's CNN,
+each trained 12 epochs at label smoothing 0, 0.05 and 0.1: twelve networks a seed), the Spearman correlation with
+the test errors was 0.47 / 0.80 / 0.45 for this excess loss, 0.29 / 0.12 / -0.08 for the plain cross-entropy and
+0.69 / 0.77 / -0.66 for the validation errors; the network each picked erred on 8 / 9 / 6, 7 / 9 / 16 and
+9 / 6 / 12 test texts (the fewest possible: 7 / 6 / 6).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def excess_loss(metrics: Mapping[str, float], smoothing: float, num_classes: int) -> float:
+    """The validation loss of a network trained against targets label-smoothed by `smoothing`, above the least
+    it can be: ``(1 - s) * loss + s * uniform_loss`` (`metrics` as :func:`core.evaluation.evaluate` returns
+    them) minus the smoothed targets' entropy."""
+    s, k = smoothing, max(num_classes, 1)
+    top, rest = 1.0 - s + s / k, s / k
+    entropy = -top * math.log(top) - ((k - 1) * rest * math.log(rest) if rest > 0 else 0.0)
+    uniform = s * metrics["uniform_loss"] if s > 0 else 0.0  # unsmoothed: the plain loss alone
+    return (1.0 - s) * metrics["loss"] + uniform - entropy
+
+
+def noise(accuracy: float, rows: int) -> float:
+    """The accuracy margin within which two candidates count as tied: one binomial standard error of
+    `accuracy` measured on `rows` validation rows, and at least one row."""
+    rows = max(rows, 1)
+    return max(math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / rows), 1.0 / rows)
+
+
+def beats(a: tuple[float, float | None], b: tuple[float, float | None], rows: int) -> bool:
+    """Whether a network scoring `a` = (validation accuracy, loss) beats one scoring `b` on `rows` validation
+    rows: a higher accuracy beyond the noise (:func:`noise`), or, within it, a lower loss (an unknown loss,
+    None, never wins a tie; two unknown losses: the higher accuracy)."""
+    (acc_a, loss_a), (acc_b, loss_b) = a, b
+    margin = noise(max(acc_a, acc_b), rows) + 1e-9  # exactly one row apart is within a one-row margin
+    if abs(acc_a - acc_b) > margin:
+        return acc_a > acc_b
+    if loss_a is None or loss_b is None:
+        return loss_b is None and (loss_a is not None or acc_a > acc_b)
+    return loss_a < loss_b
+
+
+def rank(items: Sequence[T], score: Callable[[T], tuple[float, float | None]], rows: int) -> list[T]:
+    """`items` best first: those within noise of the best accuracy by loss (unknown losses last), then the rest
+    by accuracy; ties keep the given order."""
+    if not items:
+        return []
+    scores = [score(item) for item in items]
+    top = max(acc for acc, _ in scores)
+    margin = noise(top, rows) + 1e-9
+    order = sorted(range(len(items)), key=lambda i: (
+        0 if top - scores[i][0] <= margin else 1,
+        (scores[i][1] if scores[i][1] is not None else math.inf) if top - scores[i][0] <= margin else -scores[i][0]))
+    return [items[i] for i in order]

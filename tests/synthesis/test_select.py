@@ -1,0 +1,116 @@
+"""Which trained network wins: accuracy beyond its noise, within it the lower validation loss."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.data import Dataset
+from core.evaluation import evaluate
+from core.model import build
+from synthesis import select
+from synthesis.budget import Budget
+from synthesis.engine import Task, _ranked, space_info
+from synthesis.executor import TrialReport
+from synthesis.progress import NullReporter
+from synthesis.search import Search, SearchConfig, Trial
+from synthesis.space import Constraints, LatencyModel, seeds, to_spec
+from synthesis.trial import TrialResult, run_trial
+from tests.datasets import digits_arrays
+
+
+def test_the_noise_is_one_standard_error_and_at_least_one_row() -> None:
+    assert select.noise(0.99, 413) == pytest.approx(np.sqrt(0.99 * 0.01 / 413))  # about two rows
+    assert select.noise(0.99, 413) * 413 == pytest.approx(2.02, abs=0.01)
+    assert select.noise(1.0, 136) == pytest.approx(1 / 136)  # a perfect score still has a row's noise
+    assert select.noise(0.5, 0) == 1.0  # no validation rows: every accuracy ties
+
+
+def test_within_the_noise_the_lower_loss_wins_and_beyond_it_the_higher_accuracy() -> None:
+    rows = 413
+    one_row, three_rows = 1 / rows, 3 / rows
+    assert select.beats((0.99, 0.08), (0.99 + one_row, 0.12), rows)  # one row fewer right, much surer: wins
+    assert not select.beats((0.99 + one_row, 0.12), (0.99, 0.08), rows)
+    assert select.beats((0.99 + three_rows, 0.12), (0.99, 0.08), rows)  # three rows: beyond the noise
+    assert not select.beats((0.99, 0.08), (0.99 + three_rows, 0.12), rows)
+    assert not select.beats((0.99, 0.08), (0.99, 0.08), rows)  # a tie is no win
+    assert select.beats((0.99, 0.5), (0.99, None), rows)  # an unknown loss never wins a tie ...
+    assert not select.beats((0.99 + one_row, None), (0.99, 0.5), rows)
+    assert select.beats((0.99 + one_row, None), (0.99, None), rows)  # ... two unknown: the accuracy
+
+
+def test_rank_orders_the_tied_by_loss_then_the_rest_by_accuracy() -> None:
+    rows = 100  # noise at 0.97: 1.7 rows
+    scores = {"best-acc": (0.97, 0.30), "tied-surer": (0.96, 0.10), "tied-unknown": (0.97, None),
+              "behind": (0.90, 0.01), "far-behind": (0.80, 0.01)}
+    ranked = select.rank(list(scores), scores.__getitem__, rows)
+    assert ranked == ["tied-surer", "best-acc", "tied-unknown", "behind", "far-behind"]
+    assert select.rank([], scores.__getitem__, rows) == []
+
+
+def test_the_excess_loss_is_the_divergence_from_the_smoothed_targets() -> None:
+    """At label smoothing s the excess loss is KL(smoothed targets || predictions): zero for a network that
+    predicts the smoothed targets exactly, whatever s, so networks trained with different smoothing compare."""
+    y = np.array([0, 2, 1, 1])
+    for s in (0.0, 0.1):
+        for p in (np.full((4, 3), 1 / 3), np.where(np.eye(3)[y] > 0, 0.9 + 0.1 / 3, 0.1 / 3)):
+            logp = np.log(p)
+            metrics = {"loss": float(-logp[np.arange(4), y].mean()), "uniform_loss": float(-logp.mean())}
+            q = np.where(np.eye(3)[y] > 0, 1 - s + s / 3, s / 3)
+            kl = float(np.mean(np.sum(q * (np.log(np.where(q > 0, q, 1)) - logp), axis=1)))
+            assert select.excess_loss(metrics, s, 3) == pytest.approx(kl, abs=1e-12)
+            assert kl > 1e-3 or (s == 0.1 and p[0, 0] > 0.5)  # zero only where the network is the target
+
+
+@pytest.fixture(scope="module")
+def digits() -> tuple[Dataset, Any]:
+    x, y = digits_arrays()
+    x, y = x[::4].astype(np.float32), y[::4]
+    data = Dataset(x[:360], y[:360], x[360:], y[360:])
+    return data, space_info(Task("image", x, y, 10), np.arange(360))
+
+
+def test_a_trial_records_the_validation_loss_of_the_epoch_it_keeps(digits: tuple[Dataset, Any]) -> None:
+    data, info = digits
+    candidate = seeds(info)[0]
+    spec = to_spec(candidate, info)
+    config = candidate.hparams.to_train_config(epochs=3, seed=0, time_limit_s=None, patience=None)
+    result = run_trial(spec, config, data, lambda _curve: True)
+    assert result.status == "completed" and result.variables is not None and result.best_loss is not None
+    kept = evaluate(build(spec), result.variables, data.x_val, data.y_val)
+    assert kept["accuracy"] == pytest.approx(result.best_metric)
+    assert config.label_smoothing > 0
+    assert select.excess_loss(kept, config.label_smoothing, 10) == pytest.approx(result.best_loss, rel=1e-4)
+    report = TrialReport(0, result)  # the loss crosses the wire to the coordinator; older reports lack it
+    assert TrialReport.from_dict(json.loads(json.dumps(report.to_dict()))).result.best_loss == result.best_loss
+    doc = report.to_dict()
+    del doc["best_loss"]
+    assert TrialReport.from_dict(doc).result.best_loss is None
+
+
+def _trial(index: int, candidate: Any, accuracy: float, loss: float | None, status: str = "completed") -> Trial:
+    kept = {"params": {"marker": np.full(1, index)}} if status == "completed" else None
+    result = TrialResult(curve=[accuracy], status=status, epochs=1, best_metric=accuracy, best_loss=loss,
+                         variables=kept)
+    return Trial(index, candidate, status=status, curve=[accuracy], predicted=accuracy, result=result)
+
+
+def test_the_search_keeps_and_ranks_the_weights_that_validate_best_within_the_noise(
+        digits: tuple[Dataset, Any]) -> None:
+    data, info = digits
+    rows = len(data.y_val)
+    search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+    candidate = seeds(info)[0]
+    top, surer = _trial(0, candidate, 0.98, 0.30), _trial(1, candidate, 0.98 - 1 / rows, 0.10)
+    stopped = _trial(2, candidate, 0.98, 0.05, status="stopped")  # its accuracy an extrapolation: its loss not counted
+    search.trials += [top, surer, stopped]
+    assert search.best_trained() is surer
+    assert _ranked(search) == [surer, top, stopped]
+    ahead = _trial(3, candidate, 0.98 + 4 / rows, 0.50)  # beyond the noise: accuracy decides
+    search.trials.append(ahead)
+    assert search.best_trained() is ahead
+    assert _ranked(search)[0] is ahead
