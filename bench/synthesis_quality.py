@@ -84,7 +84,10 @@ class LogReporter:
         """Progress is not logged."""
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """Log an event, shortened."""
+        """Log an event, shortened (a candidate: its origin, outcome and scores)."""
+        if kind == "candidate":
+            payload = {k: payload.get(k) for k in ("index", "id", "origin", "status", "epochs", "accuracy",
+                                                    "predicted", "loss", "params")}
         print(f"[netsynth {time.monotonic() - self._start:7.1f}s] {kind} {json.dumps(payload, default=str)[:300]}",
               file=sys.stderr, flush=True)
 

@@ -1,7 +1,7 @@
 """Which trained network wins: validation accuracy first, but within its noise the lower validation loss.
 
-A few hundred validation rows measure accuracy in whole rows: at 99 % on 413 rows one standard error is about
-two rows, so the candidate that validates best by a row or two is often not the one that tests best. Model
+A few hundred validation rows measure accuracy in whole rows: two networks at 99 % on 413 rows must differ by
+about six rows to differ at the conventional 5 % level (two standard errors), so the candidate that validates best by a row or two is often not the one that tests best. Model
 selection on a noisy hold-out estimate over-fits it (Cawley and Talbot, "On Over-fitting in Model Selection and
 Subsequent Selection Bias in Performance Evaluation", JMLR 2010); the remedy here is to rank near-ties by a
 continuous, lower-variance score: the validation loss.
@@ -25,6 +25,9 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+Z = 2.0
+"""Standard errors a difference in accuracy must exceed to count: about the conventional 5 % level."""
+
 
 def excess_loss(metrics: Mapping[str, float], smoothing: float, num_classes: int) -> float:
     """The validation loss of a network trained against targets label-smoothed by `smoothing`, above the least
@@ -37,11 +40,13 @@ def excess_loss(metrics: Mapping[str, float], smoothing: float, num_classes: int
     return (1.0 - s) * metrics["loss"] + uniform - entropy
 
 
-def noise(accuracy: float, rows: int) -> float:
-    """The accuracy margin within which two candidates count as tied: one binomial standard error of
-    `accuracy` measured on `rows` validation rows, and at least one row."""
+def noise(a: float, b: float, rows: int) -> float:
+    """The margin within which accuracies `a` and `b`, both measured on the same `rows` validation rows, count
+    as tied: `Z` standard errors of their difference as if they were independent,
+    ``Z sqrt((a (1 - a) + b (1 - b)) / rows)``, and at least one row."""
     rows = max(rows, 1)
-    return max(math.sqrt(max(accuracy * (1.0 - accuracy), 0.0) / rows), 1.0 / rows)
+    spread = max(a * (1.0 - a), 0.0) + max(b * (1.0 - b), 0.0)
+    return max(Z * math.sqrt(spread / rows), 1.0 / rows)
 
 
 def beats(a: tuple[float, float | None], b: tuple[float, float | None], rows: int) -> bool:
@@ -49,8 +54,7 @@ def beats(a: tuple[float, float | None], b: tuple[float, float | None], rows: in
     rows: a higher accuracy beyond the noise (:func:`noise`), or, within it, a lower loss (an unknown loss,
     None, never wins a tie; two unknown losses: the higher accuracy)."""
     (acc_a, loss_a), (acc_b, loss_b) = a, b
-    margin = noise(max(acc_a, acc_b), rows) + 1e-9  # exactly one row apart is within a one-row margin
-    if abs(acc_a - acc_b) > margin:
+    if abs(acc_a - acc_b) > noise(acc_a, acc_b, rows) + 1e-9:  # exactly one row apart is within a one-row margin
         return acc_a > acc_b
     if loss_a is None or loss_b is None:
         return loss_b is None and (loss_a is not None or acc_a > acc_b)
@@ -64,8 +68,10 @@ def rank(items: Sequence[T], score: Callable[[T], tuple[float, float | None]], r
         return []
     scores = [score(item) for item in items]
     top = max(acc for acc, _ in scores)
-    margin = noise(top, rows) + 1e-9
-    order = sorted(range(len(items)), key=lambda i: (
-        0 if top - scores[i][0] <= margin else 1,
-        (scores[i][1] if scores[i][1] is not None else math.inf) if top - scores[i][0] <= margin else -scores[i][0]))
+    tied = [top - acc <= noise(top, acc, rows) + 1e-9 for acc, _ in scores]
+    order = sorted(range(len(items)), key=lambda i: (0, _loss(scores[i][1])) if tied[i] else (1, -scores[i][0]))
     return [items[i] for i in order]
+
+
+def _loss(loss: float | None) -> float:
+    return math.inf if loss is None else loss

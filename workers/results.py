@@ -20,9 +20,10 @@ STATUS = {"completed": CandidateStatus.TRAINED, "deadline": CandidateStatus.TRAI
 
 
 def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
-    """A search-log entry as a candidate row: genome as spec, learning curve and accuracies as metrics."""
+    """A search-log entry as a candidate row: genome as spec, learning curve, accuracies and loss as metrics."""
     genome = {k: entry[k] for k in ("id", "origin", "arch", "hparams")}
     metrics = {k: entry[k] for k in ("curve", "predicted", "accuracy", "epochs")}
+    metrics["loss"] = entry.get("loss")  # the excess validation loss of a fully trained one (synthesis.select)
     cost = {k: entry[k] for k in ("seconds", "params", "macs", "memory_bytes", "latency_ms", "reason", "index")}
     cost["worker"] = entry.get("worker", "")  # which worker process trained it
     return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,

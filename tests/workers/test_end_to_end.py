@@ -76,7 +76,8 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         model_id, small_id = job["model_ids"]
 
         candidates = client.get(f"{V1}/jobs/{job_id}/candidates", headers=keys.alice).json()
-        assert candidates and all({"curve", "predicted", "accuracy"} <= c["metrics"].keys() for c in candidates)
+        assert candidates and all({"curve", "predicted", "accuracy", "loss"} <= c["metrics"].keys() for c in candidates)
+        assert any(c["metrics"]["loss"] is not None for c in candidates)  # the fully trained ones have one
         pareto = client.get(f"{V1}/jobs/{job_id}/pareto", headers=keys.alice).json()
         assert any(p["delivered"] for p in pareto)
         _check_compressed(client, keys.alice, small_id, digits)
