@@ -224,13 +224,13 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": searched
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
                                  "train_rows": len(data.x_train)})
-        measured = (winner.result.best_metric, winner.result.best_loss) if winner.result is not None \
-            else (0.0, None)  # not the extrapolation
-        if final.variables is not None and (searched is None or not select.beats(
-                measured, (final.best_metric, final.best_loss), len(data.y_val))):
+        # the same network before and after its final schedule: accuracy decides (ties: the final weights), as
+        # the schedule's end lowers the loss by itself; synthesis.select ranks different networks
+        measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
+        if final.variables is not None and (searched is None or final.best_metric >= measured):
             chosen, metric = final.variables, final.best_metric
         elif searched is not None:
-            chosen, metric = searched, measured[0]
+            chosen, metric = searched, measured
         else:
             continue
         kept = search.best_trained()  # a trial whose extrapolation ranked lower may still validate better

@@ -1,10 +1,12 @@
 """Which trained network wins: validation accuracy first, but within its noise the lower validation loss.
 
 A few hundred validation rows measure accuracy in whole rows: two networks at 99 % on 413 rows must differ by
-about six rows to differ at the conventional 5 % level (two standard errors), so the candidate that validates best by a row or two is often not the one that tests best. Model
-selection on a noisy hold-out estimate over-fits it (Cawley and Talbot, "On Over-fitting in Model Selection and
-Subsequent Selection Bias in Performance Evaluation", JMLR 2010); the remedy here is to rank near-ties by a
-continuous, lower-variance score: the validation loss.
+about six rows to differ at the conventional 5 % level (two standard errors), so the candidate that validates
+best by a row or two is often not the one that tests best. Model selection on a noisy hold-out estimate
+over-fits it (Cawley and Talbot, "On Over-fitting in Model Selection and Subsequent Selection Bias in Performance
+Evaluation", JMLR 2010); the remedy here is to rank near-ties by a continuous, lower-variance score: the loss.
+On SMS Spam at split seed 2 the word CNN validated 412 / 413 and the wide text CNN 410 / 413 (excess losses
+0.039 and 0.024); by accuracy the word CNN shipped and erred on 10-11 of the 1,035 test texts.
 
 The loss compared is each candidate's own training objective in excess of its floor (:func:`excess_loss`): the
 cross-entropy against the targets label-smoothed as that candidate was trained, minus their entropy — the KL
