@@ -267,9 +267,11 @@ def _validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str,
                       data: Dataset) -> bool:
     """Whether network ``a`` (a trial and its weights) beats ``b`` on the validation rows: a higher accuracy
     beyond its noise, or within it a lower loss (:func:`synthesis.select.beats`)."""
-    scores = [(m["accuracy"], select.excess_loss(m, t.candidate.hparams.label_smoothing, info.num_classes))
-              for t, m in ((t, _validation(space.to_spec(t.candidate, info), v, data)) for t, v in (a, b))]
-    return select.beats(scores[0], scores[1], len(data.y_val))
+    def score(trial: Trial, variables: dict[str, Any]) -> tuple[float, float]:
+        m = _validation(space.to_spec(trial.candidate, info), variables, data)
+        return m["accuracy"], select.excess_loss(m, trial.candidate.hparams.label_smoothing, info.num_classes)
+
+    return select.beats(score(*a), score(*b), len(data.y_val))
 
 
 def _validation(spec: Spec, variables: dict[str, Any], data: Dataset) -> dict[str, float]:

@@ -304,8 +304,8 @@ class Search:
         self._measured(trial, report.result)
         best = self.best_trained()
         if (report.weights is not None and report.result.status in ("completed", "deadline")
-                and (best is None or best.result is None or select.beats(
-                    _measured(report.result), _measured(best.result), len(self.data.y_val)))):
+                and (best is None or best.result is None
+                     or select.beats(report.result.score, best.result.score, len(self.data.y_val)))):
             report.result.variables = report.weights()
         self._record(trial)
 
@@ -335,7 +335,7 @@ class Search:
         """The trial that validates best (`synthesis.select`: accuracy, within its noise the loss) among those
         whose weights are kept (None: no such trial)."""
         kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
-        ranked = select.rank(kept, lambda t: _measured(t.result), len(self.data.y_val))
+        ranked = select.rank(kept, lambda t: t.result.score if t.result else (0.0, None), len(self.data.y_val))
         return ranked[0] if ranked else None
 
     def _forget_weights_of_all_but_the_best(self) -> None:
@@ -343,8 +343,3 @@ class Search:
         for t in self.trials:
             if t is not keep and t.result is not None:
                 t.result.variables = None
-
-
-def _measured(result: TrialResult | None) -> tuple[float, float | None]:
-    """A trial result's measured (accuracy, loss): its best epoch's, not an extrapolation."""
-    return (result.best_metric, result.best_loss) if result is not None else (0.0, None)

@@ -51,16 +51,20 @@ def noise(a: float, b: float, rows: int) -> float:
     return max(Z * math.sqrt(spread / rows), 1.0 / rows)
 
 
+def tied(a: float, b: float, rows: int) -> bool:
+    """Whether accuracies `a` and `b` on the same `rows` rows are within :func:`noise` of each other (exactly one
+    row apart is within a one-row margin)."""
+    return abs(a - b) <= noise(a, b, rows) + 1e-9
+
+
 def beats(a: tuple[float, float | None], b: tuple[float, float | None], rows: int) -> bool:
     """Whether a network scoring `a` = (validation accuracy, loss) beats one scoring `b` on `rows` validation
     rows: a higher accuracy beyond the noise (:func:`noise`), or, within it, a lower loss (an unknown loss,
     None, never wins a tie; two unknown losses: the higher accuracy)."""
     (acc_a, loss_a), (acc_b, loss_b) = a, b
-    if abs(acc_a - acc_b) > noise(acc_a, acc_b, rows) + 1e-9:  # exactly one row apart is within a one-row margin
+    if not tied(acc_a, acc_b, rows):
         return acc_a > acc_b
-    if loss_a is None or loss_b is None:
-        return loss_b is None and (loss_a is not None or acc_a > acc_b)
-    return loss_a < loss_b
+    return (_loss(loss_a), -acc_a) < (_loss(loss_b), -acc_b)
 
 
 def rank(items: Sequence[T], score: Callable[[T], tuple[float, float | None]], rows: int) -> list[T]:
@@ -70,8 +74,8 @@ def rank(items: Sequence[T], score: Callable[[T], tuple[float, float | None]], r
         return []
     scores = [score(item) for item in items]
     top = max(acc for acc, _ in scores)
-    tied = [top - acc <= noise(top, acc, rows) + 1e-9 for acc, _ in scores]
-    order = sorted(range(len(items)), key=lambda i: (0, _loss(scores[i][1])) if tied[i] else (1, -scores[i][0]))
+    level = [tied(top, acc, rows) for acc, _ in scores]
+    order = sorted(range(len(items)), key=lambda i: (0, _loss(scores[i][1])) if level[i] else (1, -scores[i][0]))
     return [items[i] for i in order]
 
 

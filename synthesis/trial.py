@@ -7,7 +7,6 @@ asking the search after every epoch whether to go on — asynchronous successive
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,7 @@ from core.data import Dataset
 from core.model import build
 from core.spec import Spec
 from core.train_config import Progress, TrainConfig
-from core.training import better, train
+from core.training import train
 from synthesis.progress import Stopped
 from synthesis.select import excess_loss
 
@@ -55,10 +54,15 @@ class TrialResult:
     epochs: int = 0
     variables: dict[str, Any] | None = None
     best_metric: float = 0.0
-    best_loss: float | None = None  # the best epoch's validation loss (synthesis.select.excess_loss; None: no epoch)
+    best_loss: float | None = None  # the kept epoch's validation loss (synthesis.select.excess_loss; None: not kept)
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
     step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
+
+    @property
+    def score(self) -> tuple[float, float | None]:
+        """The measured (accuracy, loss) of the kept epoch, not an extrapolation: what `synthesis.select` ranks."""
+        return self.best_metric, self.best_loss
 
 
 def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
@@ -73,10 +77,8 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     start = time.perf_counter()
     config = replace(config, progress_every=PROGRESS_STEPS)
     marks: list[tuple[int, float]] = []  # (global step, seconds) of step reports, to measure the pace
-    kept_loss = math.inf  # the plain validation loss of the best epoch so far, as core.training ranks epochs
 
     def hook(p: Progress) -> None:
-        nonlocal kept_loss
         if "val_accuracy" not in p.metrics:
             if len(marks) < 2:
                 marks.append((p.step, p.elapsed_s))
@@ -85,11 +87,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
                     result.step_s = max(t1 - t0, 0.0) / max(s1 - s0, 1)
                     result.compile_s = max(t0 - s0 * result.step_s, 0.0)
             return
-        val = {k: float(p.metrics[f"val_{k}"]) for k in ("accuracy", "loss", "uniform_loss")}
-        if not result.curve or better(val, max(result.curve), kept_loss):  # the epoch training keeps
-            kept_loss = val["loss"]
-            result.best_loss = excess_loss(val, config.label_smoothing, spec.num_classes)
-        result.curve.append(val["accuracy"])
+        result.curve.append(float(p.metrics["val_accuracy"]))
         result.epochs = p.epoch
         if p.epoch == 1:
             result.first_epoch_s = p.elapsed_s
@@ -108,6 +106,9 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
         result.status, result.reason = "failed", ("out of memory: " if is_out_of_memory(exc) else "") + str(exc)[:500]
     else:
         result.variables, result.best_metric = out.variables, out.best_metric
+        kept = out.history[out.best_epoch - 1]  # the epoch whose weights training returns
+        result.best_loss = excess_loss({k: kept[f"val_{k}"] for k in ("loss", "uniform_loss")},
+                                       config.label_smoothing, spec.num_classes)
         result.status = "deadline" if out.stop_reason == "deadline" else "completed"
     result.seconds = time.perf_counter() - start
     result.best_metric = max(result.best_metric, max(result.curve, default=0.0))
