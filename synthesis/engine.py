@@ -24,9 +24,9 @@ from synthesis.normalise import channel_normalisation
 from synthesis.pace import FINAL_MARGIN
 from synthesis.pareto import pareto_front
 from synthesis.progress import Cancelled, NullReporter, Reporter
-from synthesis.search import Search, SearchConfig, Trial
+from synthesis.search import Search, SearchConfig
 from synthesis.split import Split, stratified_sample, stratified_split
-from synthesis.trial import run_trial
+from synthesis.trial import Trial, run_trial
 
 
 @dataclass(frozen=True)

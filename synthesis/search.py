@@ -16,8 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -30,7 +29,7 @@ from synthesis.estimator import predict_final
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
 from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
-from synthesis.trial import TrialResult, memory_estimate, run_trial
+from synthesis.trial import Trial, TrialResult, memory_estimate, run_trial
 
 
 @dataclass(frozen=True)
@@ -47,56 +46,6 @@ class SearchConfig:
     max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
     memory_limit: int | None = None
     seed: int = 0
-
-
-@dataclass
-class Trial:
-    """One row of the search log."""
-
-    index: int
-    candidate: space.Candidate
-    params: int = 0
-    macs: int = 0
-    memory_bytes: int = 0
-    latency_ms: float = 0.0
-    status: str = "proposed"
-    reason: str = ""
-    curve: list[float] = field(default_factory=list)
-    predicted: float = 0.0
-    seconds: float = 0.0
-    started_at: float = 0.0  # the fraction of the budget spent when the trial started
-    worker: str = ""  # where it trained: the coordinator's worker, another worker, or "local"
-    result: TrialResult | None = None
-
-    @property
-    def accuracy(self) -> float:
-        """The trial's best validation accuracy when it trained fully, else its predicted final accuracy."""
-        if self.result is not None and self.result.status in ("completed", "deadline"):
-            return max(self.result.best_metric, self.predicted)
-        return self.predicted
-
-    @property
-    def loss(self) -> float | None:
-        """The validation loss at the best epoch of a trial that trained fully (None otherwise: a stopped trial's
-        loss comes from fewer epochs than its predicted accuracy stands for)."""
-        if self.result is not None and self.result.status in ("completed", "deadline"):
-            return self.result.best_loss
-        return None
-
-    @property
-    def score(self) -> tuple[float, float | None]:
-        """(accuracy, loss): what `synthesis.select` ranks trials by."""
-        return self.accuracy, self.loss
-
-    def to_dict(self) -> dict[str, Any]:
-        """The search-log entry (JSON-ready)."""
-        return {"index": self.index, **self.candidate.to_dict(), "params": self.params, "macs": self.macs,
-                "memory_bytes": self.memory_bytes, "latency_ms": round(self.latency_ms, 4), "status": self.status,
-                "reason": self.reason, "curve": [round(v, 6) for v in self.curve],
-                "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
-                "loss": None if self.loss is None else round(self.loss, 6),
-                "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4),
-                "worker": self.worker}
 
 
 def rungs(eta: int, horizon: int) -> list[int]:

@@ -1,4 +1,5 @@
-"""One candidate's training in the search: admitted by its memory estimate, stopped early by the search's rule.
+"""One candidate in the search: its row of the search log, its memory estimate, its training (stopped early by
+the search's rule) and result.
 
 A trial trains a candidate for up to `horizon` epochs in one call of `core.training.train` (one compilation),
 asking the search after every epoch whether to go on — asynchronous successive halving (Li et al.,
@@ -18,6 +19,7 @@ from core.model import build
 from core.spec import Spec
 from core.train_config import Progress, TrainConfig
 from core.training import train
+from synthesis import space
 from synthesis.progress import Stopped
 from synthesis.select import excess_loss
 
@@ -113,3 +115,53 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     result.seconds = time.perf_counter() - start
     result.best_metric = max(result.best_metric, max(result.curve, default=0.0))
     return result
+
+
+@dataclass
+class Trial:
+    """One row of the search log."""
+
+    index: int
+    candidate: space.Candidate
+    params: int = 0
+    macs: int = 0
+    memory_bytes: int = 0
+    latency_ms: float = 0.0
+    status: str = "proposed"
+    reason: str = ""
+    curve: list[float] = field(default_factory=list)
+    predicted: float = 0.0
+    seconds: float = 0.0
+    started_at: float = 0.0  # the fraction of the budget spent when the trial started
+    worker: str = ""  # where it trained: the coordinator's worker, another worker, or "local"
+    result: TrialResult | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """The trial's best validation accuracy when it trained fully, else its predicted final accuracy."""
+        if self.result is not None and self.result.status in ("completed", "deadline"):
+            return max(self.result.best_metric, self.predicted)
+        return self.predicted
+
+    @property
+    def loss(self) -> float | None:
+        """The validation loss at the best epoch of a trial that trained fully (None otherwise: a stopped trial's
+        loss comes from fewer epochs than its predicted accuracy stands for)."""
+        if self.result is not None and self.result.status in ("completed", "deadline"):
+            return self.result.best_loss
+        return None
+
+    @property
+    def score(self) -> tuple[float, float | None]:
+        """(accuracy, loss): what `synthesis.select` ranks trials by."""
+        return self.accuracy, self.loss
+
+    def to_dict(self) -> dict[str, Any]:
+        """The search-log entry (JSON-ready)."""
+        return {"index": self.index, **self.candidate.to_dict(), "params": self.params, "macs": self.macs,
+                "memory_bytes": self.memory_bytes, "latency_ms": round(self.latency_ms, 4), "status": self.status,
+                "reason": self.reason, "curve": [round(v, 6) for v in self.curve],
+                "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
+                "loss": None if self.loss is None else round(self.loss, 6),
+                "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4),
+                "worker": self.worker}

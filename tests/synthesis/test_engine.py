@@ -19,8 +19,9 @@ from synthesis.budget import LARGE_DATA, Budget
 from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
 from synthesis.pareto import dominates
 from synthesis.progress import Cancelled, NullReporter, Stopped
-from synthesis.search import Search, Trial
+from synthesis.search import Search
 from synthesis.space import Constraints, LatencyModel, SpaceInfo, seeds, to_spec
+from synthesis.trial import Trial
 from tests.datasets import digits_arrays
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)  # fixed, so runs do not depend on this machine

@@ -15,9 +15,9 @@ from synthesis.budget import Budget
 from synthesis.engine import space_info
 from synthesis.executor import TrialReport, TrialRequest, run_request
 from synthesis.progress import NullReporter
-from synthesis.search import Search, SearchConfig, Trial
+from synthesis.search import Search, SearchConfig
 from synthesis.space import Constraints, LatencyModel
-from synthesis.trial import TrialResult
+from synthesis.trial import Trial, TrialResult
 from tests.datasets import digits_arrays
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
