@@ -288,7 +288,13 @@ class Search:
         return ranked[0] if ranked else None
 
     def _forget_weights_of_all_but_the_best(self) -> None:
-        keep = self.best_trained()
-        for t in self.trials:
-            if t is not keep and t.result is not None:
+        """Drop the weights of every trial but two: the one that validates best (:meth:`best_trained`, the
+        fallback) and the best by `Trial.score`, whose accuracy may be an extrapolation: the network the final
+        training starts from. With the first alone, MNIST's hand-written CNN (six epochs of twelve: 98.55 %
+        measured, 99.13 % extrapolated) won the search, but a two-epoch ResNet (98.57 %, a lower loss) validated
+        best, kept its weights in its place, and the winner's final training started from scratch."""
+        kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
+        keep = [self.best_trained(), *select.rank(kept, lambda t: t.score, len(self.data.y_val))[:1]]
+        for t in kept:
+            if t.result is not None and not any(t is k for k in keep):
                 t.result.variables = None

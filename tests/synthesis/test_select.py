@@ -116,3 +116,22 @@ def test_the_search_keeps_and_ranks_the_weights_that_validate_best_within_the_no
     search.trials.append(ahead)
     assert search.best_trained() is ahead
     assert _ranked(search)[0] is ahead
+
+
+def test_the_search_keeps_the_weights_of_its_likely_winner_and_of_its_best_validated(
+        digits: tuple[Dataset, Any]) -> None:
+    """A trial trained halfway ranks by its extrapolated accuracy; one that validates as well at a lower loss is
+    the fallback: both keep their weights, so the final training starts from the winner's."""
+    data, info = digits
+    rows = len(data.y_val)
+    search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+    candidate = seeds(info)[0]
+    halfway = _trial(0, candidate, 0.9, 0.30)
+    halfway.predicted = 0.9 + 8 / rows  # its extrapolation: beyond the noise (6.3 rows) of the others' 0.9
+    surer, third = _trial(1, candidate, 0.9, 0.10), _trial(2, candidate, 0.9, 0.20)
+    for trial in (halfway, surer, third):
+        search.trials.append(trial)
+        search._forget_weights_of_all_but_the_best()
+    assert _ranked(search)[0] is halfway and search.best_trained() is surer
+    assert [t.result.variables is not None for t in search.trials if t.result] == [True, True, False]
