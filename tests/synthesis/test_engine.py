@@ -152,6 +152,27 @@ def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
     assert result.model.metrics["test_accuracy"] > 0.3
 
 
+@pytest.mark.parametrize("sampled", [True, False])
+def test_the_final_training_starts_from_the_search_weights_only_where_the_search_saw_every_row(
+        digits_task: Task, monkeypatch: pytest.MonkeyPatch, sampled: bool) -> None:
+    searches: list[Search] = []
+
+    class _Recorded(Search):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            searches.append(self)
+
+    if sampled:
+        monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
+    monkeypatch.setattr(engine, "Search", _Recorded)
+    events = _Events()
+    synthesize(digits_task, Budget(epochs=8), Options(latency=LATENCY, compress=False), events)
+    final = events.events["final"][0]
+    winner = next(t for t in searches[0].trials if t.candidate.id == final["candidate"])
+    assert winner.result is not None and winner.result.variables is not None  # the search kept its weights ...
+    assert final["from_search"] is not sampled  # ... and they are the start only where no rows are new
+
+
 def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> None:
     """Identical images cannot be told apart: whatever the network learns, it validates at most as well as
     always answering the commonest class (70 %), and the user is told so."""
