@@ -190,7 +190,7 @@ def _ranked(search: Search) -> list[Trial]:
     if not trained:
         raise RuntimeError(f"no candidate could be trained ({search.stop_reason}): "
                            + "; ".join(sorted({t.reason for t in search.trials if t.reason})[:3]))
-    return select.rank(trained, lambda t: t.score, len(search.data.y_val))
+    return search.ranked(trained)
 
 
 def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:

@@ -287,14 +287,17 @@ class Search:
         ranked = select.rank(kept, lambda t: t.result.score if t.result else (0.0, None), len(self.data.y_val))
         return ranked[0] if ranked else None
 
+    def ranked(self, trials: list[Trial]) -> list[Trial]:
+        """`trials` best first by `Trial.score` (`synthesis.select`; an accuracy may be extrapolated from a
+        partial curve): the order final training takes candidates in."""
+        return select.rank(trials, lambda t: t.score, len(self.data.y_val))
+
     def _forget_weights_of_all_but_the_best(self) -> None:
-        """Drop the weights of every trial but two: the one that validates best (:meth:`best_trained`, the
-        fallback) and the best by `Trial.score`, whose accuracy may be an extrapolation: the network the final
-        training starts from. With the first alone, MNIST's hand-written CNN (six epochs of twelve: 98.55 %
-        measured, 99.13 % extrapolated) won the search, but a two-epoch ResNet (98.57 %, a lower loss) validated
-        best, kept its weights in its place, and the winner's final training started from scratch."""
+        """Drop the weights of all trials but the best-validated (:meth:`best_trained`, the fallback) and the
+        first by :meth:`ranked` (final training's start and comparison), which may differ: MNIST's hand CNN,
+        98.55 % measured and 99.13 % extrapolated, tied a two-epoch ResNet (98.57 %) with a higher loss."""
         kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
-        keep = [self.best_trained(), *select.rank(kept, lambda t: t.score, len(self.data.y_val))[:1]]
-        for t in kept:
+        keep = [self.best_trained(), *self.ranked(kept)[:1]]
+        for t in self.trials:
             if t.result is not None and not any(t is k for k in keep):
                 t.result.variables = None

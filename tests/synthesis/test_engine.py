@@ -134,27 +134,26 @@ class _Events(NullReporter):
 
 def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
         digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
-    searched_rows: list[int] = []
-
-    class _Recorded(Search):
-        def __init__(self, info: SpaceInfo, data: Dataset, *args: Any) -> None:
-            searched_rows.append(len(data.x_train))
-            super().__init__(info, data, *args)
-
     monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
-    monkeypatch.setattr(engine, "Search", _Recorded)
-    events, budget = _Events(), Budget(epochs=8)
+    events, budget, searches = _Events(), Budget(epochs=8), _record_searches(monkeypatch)
     result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
-    train_rows = result.split["train"]
+    train_rows, searched_rows = result.split["train"], [len(s.data.x_train) for s in searches]
     assert searched_rows == [events.events["split"][0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
     assert [e["train_rows"] for e in events.events["final"]] == [train_rows] and train_rows > 300
     assert budget.schedule == LARGE_DATA  # the final training, on all rows, gets the larger share
     assert result.model.metrics["test_accuracy"] > 0.3
+    _assert_final_start(events, searches[0], from_search=False)  # new rows: a fresh start
 
 
-@pytest.mark.parametrize("sampled", [True, False])
-def test_the_final_training_starts_from_the_search_weights_only_where_the_search_saw_every_row(
-        digits_task: Task, monkeypatch: pytest.MonkeyPatch, sampled: bool) -> None:
+def test_on_all_rows_the_final_training_starts_from_the_winners_search_weights(
+        digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    events, searches = _Events(), _record_searches(monkeypatch)
+    synthesize(digits_task, Budget(epochs=8), Options(latency=LATENCY, compress=False), events)
+    _assert_final_start(events, searches[0], from_search=True)
+
+
+def _record_searches(monkeypatch: pytest.MonkeyPatch) -> list[Search]:
+    """The engine's searches, recorded as they are made."""
     searches: list[Search] = []
 
     class _Recorded(Search):
@@ -162,15 +161,15 @@ def test_the_final_training_starts_from_the_search_weights_only_where_the_search
             super().__init__(*args)
             searches.append(self)
 
-    if sampled:
-        monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
     monkeypatch.setattr(engine, "Search", _Recorded)
-    events = _Events()
-    synthesize(digits_task, Budget(epochs=8), Options(latency=LATENCY, compress=False), events)
+    return searches
+
+
+def _assert_final_start(events: _Events, search: Search, from_search: bool) -> None:
     final = events.events["final"][0]
-    winner = next(t for t in searches[0].trials if t.candidate.id == final["candidate"])
+    winner = next(t for t in search.trials if t.candidate.id == final["candidate"])
     assert winner.result is not None and winner.result.variables is not None  # the search kept its weights ...
-    assert final["from_search"] is not sampled  # ... and they are the start only where no rows are new
+    assert final["from_search"] is from_search  # ... and they are the start only where no rows are new
 
 
 def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> None:
