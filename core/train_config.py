@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STOP_REASONS = ("completed", "early_stopping", "deadline")
+OPTIMIZERS = ("adamw", "sgd")
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class TrainConfig:
     ``time_limit_s``: wall-clock budget of the whole call, compilation included (``None`` = none).
     ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
     progress every that many steps (0 = once per epoch).
+    ``optimizer``: ``"adamw"`` (decoupled weight decay) or ``"sgd"`` (Nesterov momentum ``momentum``, weight
+    decay as an L2 term added to the gradient, as PyTorch's ``SGD`` applies it); see
+    :func:`core.training.make_optimizer`.
     """
 
     epochs: int = 30
@@ -36,6 +40,8 @@ class TrainConfig:
     eval_batch_size: int = 1024
     clip_norm: float | None = None
     progress_every: int = 0
+    optimizer: str = "adamw"
+    momentum: float = 0.9
 
     def __post_init__(self) -> None:
         checks = {
@@ -51,6 +57,8 @@ class TrainConfig:
             "time_limit_s": self.time_limit_s is None or self.time_limit_s > 0,
             "clip_norm": self.clip_norm is None or self.clip_norm > 0,
             "progress_every": self.progress_every >= 0,
+            "optimizer": self.optimizer in OPTIMIZERS,
+            "momentum": 0 <= self.momentum < 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

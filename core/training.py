@@ -1,4 +1,4 @@
-"""Supervised training of a compiled network: AdamW, warm-up + cosine schedule, early stopping.
+"""Supervised training of a compiled network: AdamW or Nesterov SGD, warm-up + cosine schedule, early stopping.
 
 :func:`train` runs epochs of jitted steps (data parallel over the local devices, see
 :mod:`core.parallel`), evaluates on the validation set after every epoch, keeps the weights of the
@@ -58,22 +58,28 @@ class TrainState(NamedTuple):
 
 
 def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """Return AdamW on a linear warm-up + cosine decay schedule over ``total_steps`` steps.
+    """Return ``config.optimizer`` on a linear warm-up + cosine decay schedule over ``total_steps`` steps.
 
-    Weight decay applies to matrices and kernels (rank >= 2) only, not to biases, norm scales or
-    codebooks.
+    ``"adamw"``: AdamW (Loshchilov & Hutter, 2019). ``"sgd"``: SGD with Nesterov momentum (Sutskever et al.,
+    ICML 2013), weight decay added to the gradient before the momentum, as PyTorch's ``SGD`` does; on small
+    CNNs it often generalises better than adaptive methods (Wilson et al., NeurIPS 2017). Weight decay applies
+    to matrices and kernels (rank >= 2) only, not to biases, norm scales or codebooks.
     """
     total = max(1, total_steps)
     warmup = min(int(config.warmup_fraction * total), total - 1)
     schedule = optax.warmup_cosine_decay_schedule(0.0, config.learning_rate, warmup, total)
-    adamw = optax.adamw(
-        schedule,
-        weight_decay=config.weight_decay,
-        mask=lambda params: jax.tree.map(lambda a: jnp.ndim(a) >= 2, params),
-    )
+
+    def kernels(params: Any) -> Any:
+        return jax.tree.map(lambda a: jnp.ndim(a) >= 2, params)
+
+    if config.optimizer == "sgd":
+        base = optax.chain(optax.add_decayed_weights(config.weight_decay, mask=kernels),
+                           optax.sgd(schedule, momentum=config.momentum, nesterov=True))
+    else:
+        base = optax.adamw(schedule, weight_decay=config.weight_decay, mask=kernels)
     if config.clip_norm is None:
-        return adamw
-    return optax.chain(optax.clip_by_global_norm(config.clip_norm), adamw)
+        return base
+    return optax.chain(optax.clip_by_global_norm(config.clip_norm), base)
 
 
 StepFn = Callable[[TrainState, jax.Array, jax.Array, jax.Array], tuple[TrainState, dict[str, Any]]]

@@ -62,25 +62,32 @@ class SpaceInfo:
 
 @dataclass(frozen=True)
 class HParams:
-    """The training hyper-parameters of a candidate (AdamW as core trains with it)."""
+    """The training hyper-parameters of a candidate: ``optimizer`` is ``"adamw"`` or ``"sgd"`` (Nesterov momentum),
+    as core trains with them (:func:`core.training.make_optimizer`); ``learning_rate`` is that optimizer's peak."""
 
     learning_rate: float
     weight_decay: float
     max_shift: int
     label_smoothing: float
     batch_size: int
+    optimizer: str = "adamw"
 
     def to_train_config(self, epochs: int, seed: int, time_limit_s: float | None,
                         patience: int | None) -> TrainConfig:
         """Return the core training configuration that trains with these hyper-parameters."""
         return TrainConfig(epochs=epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
                            weight_decay=self.weight_decay, label_smoothing=self.label_smoothing,
-                           max_shift=self.max_shift, patience=patience, seed=seed, time_limit_s=time_limit_s)
+                           max_shift=self.max_shift, patience=patience, seed=seed, time_limit_s=time_limit_s,
+                           optimizer=self.optimizer)
 
 
 def genome_id(arch: dict[str, Any], hparams: HParams) -> str:
-    """Return a short stable hash of a genome (architecture and hyper-parameters)."""
-    text = json.dumps({"arch": arch, "hparams": asdict(hparams)}, sort_keys=True, separators=(",", ":"))
+    """Return a short stable hash of a genome (architecture and hyper-parameters). The default optimizer (AdamW) is
+    left out of the hash, so the ids of genomes from before the optimizer was a gene, in stored search logs, hold."""
+    genes = asdict(hparams)
+    if genes["optimizer"] == "adamw":
+        del genes["optimizer"]
+    text = json.dumps({"arch": arch, "hparams": genes}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from core import training
@@ -191,6 +193,36 @@ def test_config_rejects_out_of_range_values() -> None:
         TrainConfig(learning_rate=0.0)
     with pytest.raises(ValueError, match="patience"):
         TrainConfig(patience=0)
+    with pytest.raises(ValueError, match="optimizer"):
+        TrainConfig(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="momentum"):
+        TrainConfig(optimizer="sgd", momentum=1.0)
+
+
+def test_sgd_takes_nesterov_steps_with_weight_decay_added_to_the_kernels_gradient() -> None:
+    config = TrainConfig(optimizer="sgd", learning_rate=0.1, weight_decay=0.01, warmup_fraction=0.0, momentum=0.9)
+    optimizer = training.make_optimizer(config, total_steps=1000)
+    params = {"kernel": jnp.full((2, 2), 2.0), "bias": jnp.full((2,), 2.0)}
+    grads = {"kernel": jnp.full((2, 2), 0.5), "bias": jnp.full((2,), 0.5)}
+    state = optimizer.init(params)
+    updates, state = optimizer.update(grads, state, params)
+    # first step: momentum buffer = g', Nesterov update = -lr (g' + 0.9 g'), g' = g + wd * w for kernels only
+    np.testing.assert_allclose(updates["kernel"], -0.1 * 1.9 * (0.5 + 0.01 * 2.0), rtol=1e-5)
+    np.testing.assert_allclose(updates["bias"], -0.1 * 1.9 * 0.5, rtol=1e-5)
+    updates, _ = optimizer.update(grads, state, params)  # second: buffer 1.9 g', update -lr (g' + 0.9 * 1.9 g')
+    lr = float(optax.warmup_cosine_decay_schedule(0.0, 0.1, 0, 1000)(1))
+    np.testing.assert_allclose(updates["bias"], -lr * (0.5 + 0.9 * 1.9 * 0.5), rtol=1e-5)
+    adamw = training.make_optimizer(replace(config, optimizer="adamw"), total_steps=1000)
+    first, _ = adamw.update(grads, adamw.init(params), params)
+    assert not np.allclose(first["bias"], updates["bias"])
+
+
+def test_sgd_trains_a_network(data: Dataset) -> None:
+    model = build(tiny_spec())
+    config = TrainConfig(epochs=15, batch_size=32, learning_rate=0.1, optimizer="sgd", patience=None, seed=0)
+    result = train(model, data, config)
+    assert result.history[0]["train_loss"] > result.history[-1]["train_loss"]
+    assert result.best_metric >= 0.9
 
 
 # --- input pipeline -------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +29,9 @@ def assert_valid(candidate: Candidate, info: SpaceInfo) -> None:
     assert spec.input.shape == info.input_shape and spec.num_classes == info.num_classes
     assert candidate.arch["kind"] == info.modality
     hp = candidate.hparams
-    assert 3e-4 <= hp.learning_rate <= 1e-2 and 1e-5 <= hp.weight_decay <= 1e-2
+    low, high = (1e-2, 0.3) if hp.optimizer == "sgd" else (3e-4, 1e-2)
+    assert low <= hp.learning_rate <= high and 1e-5 <= hp.weight_decay <= 1e-2
+    assert hp.optimizer == "adamw" or (hp.optimizer == "sgd" and info.modality == "image")
     assert 0 <= hp.label_smoothing <= 0.15 and hp.batch_size in (32, 64, 128)
     assert 0 <= hp.max_shift <= info.max_shift <= 3
 
@@ -129,6 +133,50 @@ def test_hparams_give_the_core_training_config() -> None:
     config = hp.to_train_config(epochs=12, seed=7, time_limit_s=30.0, patience=4)
     assert config == TrainConfig(epochs=12, batch_size=32, learning_rate=2e-3, weight_decay=3e-4,
                                  label_smoothing=0.05, max_shift=2, patience=4, seed=7, time_limit_s=30.0)
+
+
+def test_image_searches_draw_both_optimizers_and_text_searches_adamw_alone() -> None:
+    image, text = SpaceInfo("image", (28, 28, 1), 10), SpaceInfo("text", (40,), 2, vocab_size=500)
+    drawn = {sample(np.random.default_rng(seed), image).hparams.optimizer for seed in range(40)}
+    assert drawn == {"adamw", "sgd"}
+    rng, candidate, seen = np.random.default_rng(0), sample(np.random.default_rng(1), text), set()
+    for _ in range(200):
+        candidate = mutate(rng, candidate, text)
+        seen.add(candidate.hparams.optimizer)
+    assert seen == {"adamw"}
+    assert all(sample(np.random.default_rng(seed), text).hparams.optimizer == "adamw" for seed in range(40))
+
+
+def test_switching_the_optimizer_moves_the_learning_rate_into_the_new_ones_range() -> None:
+    image = SpaceInfo("image", (28, 28, 1), 10)
+    rng, switches = np.random.default_rng(0), []
+    candidate = seeds(image)[0]
+    assert candidate.hparams.optimizer == "adamw" and candidate.hparams.learning_rate == 1e-3
+    for _ in range(400):
+        child = mutate(rng, candidate, image)
+        if child.hparams.optimizer != candidate.hparams.optimizer:
+            switches.append((candidate.hparams, child.hparams))
+        candidate = child
+    assert {a.optimizer for a, _ in switches} == {"adamw", "sgd"}  # both ways
+    for before, after in switches:
+        assert after.learning_rate == pytest.approx(
+            min(max(before.learning_rate * (100 if after.optimizer == "sgd" else 0.01),
+                    1e-2 if after.optimizer == "sgd" else 3e-4), 0.3 if after.optimizer == "sgd" else 1e-2), rel=1e-2)
+        assert after.to_train_config(epochs=1, seed=0, time_limit_s=None, patience=None).optimizer == after.optimizer
+
+
+def test_adamw_genomes_keep_the_ids_they_had_before_the_optimizer_was_a_gene() -> None:
+    hp = HParams(learning_rate=2e-3, weight_decay=3e-4, max_shift=2, label_smoothing=0.05, batch_size=32)
+    arch = seeds(SpaceInfo("image", (28, 28, 1), 10))[0].arch
+    old: dict[str, Any] = {"learning_rate": 2e-3, "weight_decay": 3e-4, "max_shift": 2, "label_smoothing": 0.05,
+                           "batch_size": 32}
+    text = json.dumps({"arch": arch, "hparams": old}, sort_keys=True, separators=(",", ":"))
+    assert genome_id(arch, hp) == hashlib.sha256(text.encode()).hexdigest()[:12]
+    sgd = HParams(**{**old, "optimizer": "sgd"})
+    assert genome_id(arch, sgd) != genome_id(arch, hp)
+    stored = {"id": genome_id(arch, hp), "origin": "random", "arch": arch, "hparams": old}  # a log of before
+    assert Candidate.from_dict(stored).hparams == hp
+    assert Candidate.from_dict(Candidate(arch, sgd, "random").to_dict()).hparams.optimizer == "sgd"
 
 
 def test_space_info_rejects_what_no_space_serves() -> None:
