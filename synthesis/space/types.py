@@ -11,6 +11,8 @@ from core.train_config import TrainConfig
 
 MODALITIES = ("image", "text")
 BATCH_SIZES = (32, 64, 128)
+SGD_WARMUP = 0.15
+"""The share of its steps over which an SGD candidate's learning rate warms up (AdamW: core's default)."""
 
 
 @dataclass(frozen=True)
@@ -74,11 +76,13 @@ class HParams:
 
     def to_train_config(self, epochs: int, seed: int, time_limit_s: float | None,
                         patience: int | None) -> TrainConfig:
-        """Return the core training configuration that trains with these hyper-parameters."""
+        """Return the core training configuration that trains with these hyper-parameters (SGD warms up over
+        :data:`SGD_WARMUP` of its steps, as the hand-written CNN does at its high rate)."""
+        warmup = SGD_WARMUP if self.optimizer == "sgd" else TrainConfig.warmup_fraction
         return TrainConfig(epochs=epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
                            weight_decay=self.weight_decay, label_smoothing=self.label_smoothing,
                            max_shift=self.max_shift, patience=patience, seed=seed, time_limit_s=time_limit_s,
-                           optimizer=self.optimizer)
+                           optimizer=self.optimizer, warmup_fraction=warmup)
 
 
 def genome_id(arch: dict[str, Any], hparams: HParams) -> str:

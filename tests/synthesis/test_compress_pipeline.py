@@ -3,6 +3,8 @@ cancellation still delivers, budgets are counted."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -10,8 +12,10 @@ from core import artifact, tree
 from core.evaluation import evaluate
 from core.model import build
 from core.onnx_run import OnnxClassifier
+from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress import Options, compress, grant
+from synthesis.compress.retrain import retraining
 from synthesis.progress import Cancelled, Stopped
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, trained
 
@@ -67,6 +71,18 @@ def test_retraining_grants_follow_the_budget() -> None:
     epochs_granted, limit = grant(seconds, 0.5, 30, until=0.6)
     assert epochs_granted == 30 and limit == pytest.approx(10.0)
     assert grant(seconds, 0.5, 30, until=0.5) == (0, None)
+
+
+def test_retraining_fine_tunes_with_adamw_at_a_share_of_the_networks_rate() -> None:
+    adamw = TrainConfig(epochs=40, learning_rate=1e-3, warmup_fraction=0.05, patience=None, batch_size=64)
+    sgd = TrainConfig(epochs=40, learning_rate=0.2, optimizer="sgd", warmup_fraction=0.15, batch_size=128)
+    options = Options(lr_scale=0.5, patience=4)
+    same = retraining(adamw, options, 12, None, seed=3)
+    assert same == replace(adamw, epochs=12, learning_rate=5e-4, patience=4, seed=3)
+    moved = retraining(sgd, options, 12, 30.0, seed=4)
+    assert (moved.optimizer, moved.warmup_fraction) == ("adamw", 0.05)
+    assert moved.learning_rate == pytest.approx(1e-3)
+    assert (moved.batch_size, moved.epochs, moved.patience, moved.time_limit_s, moved.seed) == (128, 12, 4, 30.0, 4)
 
 
 def test_compression_stops_once_the_network_is_compressed_enough() -> None:
