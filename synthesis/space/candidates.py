@@ -33,9 +33,9 @@ _SPACES = {"image": _Space(image.SEEDS, image.sample, image.mutate, image.shrink
 
 
 def seeds(info: SpaceInfo) -> list[Candidate]:
-    """Return the known-good designs of ``info``'s modality, each with its training recipe (:func:`seed_hparams`)."""
-    designs = _SPACES[info.modality].seeds
-    return [Candidate(copy.deepcopy(arch), seed_hparams(info, name), f"seed:{name}") for name, arch in designs.items()]
+    """Return the known-good designs of ``info``'s modality, with the default training hyper-parameters."""
+    hparams, designs = seed_hparams(info), _SPACES[info.modality].seeds
+    return [Candidate(copy.deepcopy(arch), hparams, f"seed:{name}") for name, arch in designs.items()]
 
 
 def sample(rng: np.random.Generator, info: SpaceInfo) -> Candidate:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
@@ -21,20 +20,10 @@ WEIGHT_DECAY = (1e-5, 1e-2)
 LABEL_SMOOTHING = (0.0, 0.15)
 
 
-RECIPES: dict[str, dict[str, Any]] = {
-    "hand-cnn": {"optimizer": "sgd", "learning_rate": 0.2, "weight_decay": 5e-4, "batch_size": 128},
-}
-"""Seed designs that come with their own training recipe: the hand-written CNN trains as its engineer wrote it
-(../shared/peers.md: SGD with Nesterov momentum at 0.2, batch 128, weight decay 5e-4). On MNIST (54,000 training
-rows, 6 epochs, test errors at two training seeds) that recipe gave 50 / 54 errors, the AdamW defaults 57 / 69."""
-
-
-def seed_hparams(info: SpaceInfo, design: str | None = None) -> HParams:
-    """Return the hyper-parameters a seed ``design`` trains with (its :data:`RECIPES` entry, else core's default
-    AdamW settings), fitted to the task."""
+def seed_hparams(info: SpaceInfo) -> HParams:
+    """Return the hyper-parameters core trains its default networks with, fitted to the task."""
     shift = min(info.max_shift, round(min(info.input_shape[:2]) / 14)) if info.modality == "image" else 0
-    default = HParams(learning_rate=1e-3, weight_decay=1e-4, max_shift=shift, label_smoothing=0.1, batch_size=64)
-    return replace(default, **RECIPES.get(design or "", {}))
+    return HParams(learning_rate=1e-3, weight_decay=1e-4, max_shift=shift, label_smoothing=0.1, batch_size=64)
 
 
 def optimizers(info: SpaceInfo) -> tuple[str, ...]:
