@@ -7,16 +7,16 @@ from dataclasses import replace
 from core.train_config import Progress, TrainConfig
 from core.training import train
 from synthesis.compress.context import Context, Options, State, grant
-from synthesis.space.hparams import SGD_PER_ADAMW
+from synthesis.space.hparams import carried_rate
 
 
 def retraining(config: TrainConfig, options: Options, epochs: int, limit: float | None, seed: int) -> TrainConfig:
     """The training hyper-parameters of one retraining: ``config``'s with AdamW at ``options.lr_scale`` of its
-    learning rate (of AdamW's equivalent, ``SGD_PER_ADAMW`` times lower, for a network trained with SGD), for at
-    most ``epochs`` (and ``limit`` seconds), stopping after ``options.patience`` epochs without a better
+    learning rate (of AdamW's equivalent, :func:`synthesis.space.hparams.carried_rate`, for a network trained with
+    SGD), for at most ``epochs`` (and ``limit`` seconds), stopping after ``options.patience`` epochs without a better
     validation epoch. Compression's settings (``Options``) were measured with AdamW's fine-tuning; a per-weight
     step also suits layers whose masks and shared values change the scale of their gradients."""
-    rate = config.learning_rate / (SGD_PER_ADAMW if config.optimizer == "sgd" else 1.0)
+    rate = carried_rate(config.learning_rate, config.optimizer, "adamw")
     return replace(config, epochs=epochs, learning_rate=rate * options.lr_scale, optimizer="adamw",
                    warmup_fraction=TrainConfig.warmup_fraction, patience=options.patience, time_limit_s=limit,
                    seed=seed, progress_every=0)

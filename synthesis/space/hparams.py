@@ -35,7 +35,8 @@ def optimizers(info: SpaceInfo) -> tuple[str, ...]:
 
 def sample_hparams(rng: np.random.Generator, info: SpaceInfo) -> HParams:
     """Return hyper-parameters drawn at random from the searched ranges."""
-    optimizer = pick(rng, optimizers(info)) if len(optimizers(info)) > 1 else "adamw"
+    choices = optimizers(info)
+    optimizer = pick(rng, choices) if len(choices) > 1 else choices[0]  # text: no draw, its searches as before
     return HParams(learning_rate=log_uniform(rng, *_rates(optimizer)), weight_decay=log_uniform(rng, *WEIGHT_DECAY),
                    max_shift=int(rng.integers(info.max_shift + 1)),
                    label_smoothing=round(float(rng.uniform(*LABEL_SMOOTHING)), 3),
@@ -52,9 +53,8 @@ def mutate_hparams(rng: np.random.Generator, hp: HParams, info: SpaceInfo) -> HP
     gene = pick(rng, genes)
     if gene == "optimizer":
         other = pick_other(rng, optimizers(info), hp.optimizer)
-        factor = SGD_PER_ADAMW if other == "sgd" else 1 / SGD_PER_ADAMW
-        low, high = _rates(other)
-        return replace(hp, optimizer=other, learning_rate=significant(min(max(hp.learning_rate * factor, low), high)))
+        return replace(hp, optimizer=other, learning_rate=_within(carried_rate(hp.learning_rate, hp.optimizer, other),
+                                                                   _rates(other)))
     if gene == "learning_rate":
         return replace(hp, learning_rate=_scaled(rng, hp.learning_rate, _rates(hp.optimizer)))
     if gene == "weight_decay":
@@ -66,11 +66,21 @@ def mutate_hparams(rng: np.random.Generator, hp: HParams, info: SpaceInfo) -> HP
     return replace(hp, max_shift=pick_other(rng, range(info.max_shift + 1), hp.max_shift))
 
 
+def carried_rate(rate: float, source: str, target: str) -> float:
+    """The learning rate of optimizer ``target`` that trains about as fast as ``rate`` does with ``source`` (an
+    SGD rate is :data:`SGD_PER_ADAMW` times AdamW's)."""
+    per_adamw = {"adamw": 1.0, "sgd": SGD_PER_ADAMW}
+    return rate * per_adamw[target] / per_adamw[source]
+
+
 def _rates(optimizer: str) -> tuple[float, float]:
     return SGD_LEARNING_RATE if optimizer == "sgd" else LEARNING_RATE
 
 
+def _within(value: float, bounds: tuple[float, float]) -> float:
+    return significant(min(max(value, bounds[0]), bounds[1]))
+
+
 def _scaled(rng: np.random.Generator, value: float, bounds: tuple[float, float]) -> float:
-    factor = float(np.exp(rng.normal(0.0, 0.7)))
-    return significant(min(max(value * factor, bounds[0]), bounds[1]))
+    return _within(value * float(np.exp(rng.normal(0.0, 0.7))), bounds)
 
