@@ -43,8 +43,10 @@ from peers import datasets
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "synthesis_quality.json"
 QUICK_OUT = Path(tempfile.gettempdir()) / "synthesis_quality_quick.json"
-BUDGETS = {"digits": 120.0, "sms": 300.0, "mnist": 1200.0}
-QUICK_BUDGETS = {"digits": 30.0, "sms": 40.0, "mnist": 60.0}
+BUDGETS = {"digits": 120.0, "sms": 300.0, "mr": 300.0, "cr": 300.0, "mpqa": 300.0, "mnist": 1200.0,
+           "cifar10_small": 1200.0}
+QUICK_BUDGETS = {"digits": 30.0, "sms": 40.0, "mr": 40.0, "cr": 40.0, "mpqa": 40.0, "mnist": 60.0,
+                 "cifar10_small": 60.0}
 SYSTEMS = {"image": ("netsynth", "hand_cnn", "autokeras"), "text": ("netsynth", "tfidf", "autokeras")}
 ALL_SYSTEMS = ("netsynth", "hand_cnn", "tfidf", "autokeras")
 
@@ -52,7 +54,8 @@ ALL_SYSTEMS = ("netsynth", "hand_cnn", "tfidf", "autokeras")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="digits,sms,mnist", help="comma-separated subset of digits,sms,mnist")
+    p.add_argument("--datasets", default="digits,sms,mnist", help=f"comma-separated subset of {','.join(BUDGETS)}")
+    p.add_argument("--data", type=Path, default=datasets.SHARED_DATA, help="the shared data folder")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated subset of the default")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every budget")
     p.add_argument("--seed", type=int, default=0, help="split seed and every system's seed")
@@ -142,7 +145,7 @@ def run_autokeras(split: datasets.Split, budget_s: float, seed: int, python: Pat
 
 def run_one(dataset: str, system: str, budget_s: float, args: argparse.Namespace) -> dict[str, Any]:
     """Child mode: load the split, run one system, return its row."""
-    split = datasets.load(dataset, args.seed, quick=args.quick)
+    split = datasets.load(dataset, args.seed, quick=args.quick, data_dir=args.data)
     if system == "netsynth":
         result = run_netsynth(split, budget_s, args.seed)
     elif system == "hand_cnn":
@@ -175,7 +178,8 @@ def run_child(dataset: str, system: str, budget_s: float, args: argparse.Namespa
     log.unlink(missing_ok=True)
     row_out.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--one", f"{dataset}:{system}", "--budget-s", str(budget_s),
-               "--row-out", str(row_out), "--seed", str(args.seed), "--autokeras-python", str(args.autokeras_python),
+               "--row-out", str(row_out), "--seed", str(args.seed), "--data", str(args.data),
+               "--autokeras-python", str(args.autokeras_python),
                *(["--quick"] if args.quick else [])]
     env = {**os.environ, "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", TUNABLES)}
     row: dict[str, Any] = {"test_error": None, "params": None, "wall_s": None}
@@ -206,20 +210,23 @@ def environment() -> dict[str, Any]:
 
 
 def merge(path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows in `path` that `rows` do not replace (same dataset and system), then `rows`."""
+    """The rows in `path` that `rows` do not replace (same dataset, system and split seed), then `rows`."""
     old = json.loads(path.read_text()) if path.exists() else []
-    fresh = {(r["dataset"], r["system"]) for r in rows}
-    return [r for r in old if isinstance(r, dict) and (r.get("dataset"), r.get("system")) not in fresh] + rows
+    fresh = {(r["dataset"], r["system"], r.get("seed", 0)) for r in rows}
+    return [r for r in old if isinstance(r, dict)
+            and (r.get("dataset"), r.get("system"), r.get("seed", 0)) not in fresh] + rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a text table."""
-    lines = [f"{'dataset':<8}{'budget':>8}  {'system':<10}{'test error':>11}{'params':>11}{'wall s':>9}  notes"]
+    lines = [f"{'dataset':<14}{'seed':>5}{'budget':>8}  {'system':<10}{'test error':>11}{'params':>11}{'wall s':>9}"
+             "  notes"]
     for r in rows:
         err = "-" if r["test_error"] is None else f"{100 * r['test_error']:.2f} %"
         params = "-" if r["params"] is None else f"{r['params']:,}"
         wall = "-" if r["wall_s"] is None else f"{r['wall_s']:.0f}"
-        lines.append(f"{r['dataset']:<8}{r['budget_s']:>7.0f}s  {r['system']:<10}{err:>11}{params:>11}{wall:>9}  "
+        lines.append(f"{r['dataset']:<14}{r.get('seed', 0):>5}{r['budget_s']:>7.0f}s  {r['system']:<10}{err:>11}"
+                     f"{params:>11}{wall:>9}  "
                      f"{r.get('notes', '')}")
     return "\n".join(lines)
 
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     for dataset in args.datasets.split(","):
-        modality = "text" if dataset == "sms" else "image"
+        modality = "text" if dataset in datasets.TEXT_SETS else "image"
         for system in (s for s in SYSTEMS[modality] if s in systems):
             budget_s = budgets[dataset] * args.scale
             print(f"{dataset} / {system}: budget {budget_s:.0f} s ...", flush=True)

@@ -14,7 +14,7 @@ from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
-from synthesis import select, space
+from synthesis import ensemble, select, space
 from synthesis.budget import Budget, Schedule
 from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
@@ -143,6 +143,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
         reporter.stage("final_training")
         try:
             winner, variables = _final(search, info, data, budget, reporter)
+            winner, variables = ensemble.finish(trials, search.floor, winner, variables, info, data, reporter)
         except Cancelled:
             search.stop_reason = "cancelled"
             winner, variables = _best_so_far(search)

@@ -27,6 +27,8 @@ from synthesis import select, space
 from synthesis.budget import Budget
 from synthesis.estimator import predict_final
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
+from synthesis.floor import fit_trial
+from synthesis.linear import LinearFit
 from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
 from synthesis.trial import Trial, TrialResult, memory_estimate, run_trial
@@ -74,6 +76,7 @@ class Search:
         self.stop_reason = "budget"
         self.pace = Pace()
         self.remote: dict[int, Trial] = {}  # trials running elsewhere, by index
+        self.floor: tuple[Trial, LinearFit] | None = None  # the linear floor (text), its weights always kept
         self._proposals = self.proposals()
         self._best, self._since_best, self._rejected = -1.0, 0, 0
         self._done = False  # converged, or no admissible candidate left
@@ -94,7 +97,8 @@ class Search:
         """Seeds, then mutations of tournament winners among recent trials, or random draws."""
         yield from space.seeds(self.info)
         while True:
-            recent = [t for t in self.trials[-self.config.population:] if t.curve]
+            recent = [t for t in self.trials[-self.config.population:]
+                      if t.curve and not space.is_fitted(t.candidate)]  # the floor is not mutated
             if len(recent) < 2 or self.rng.random() < self.config.random_fraction:
                 yield space.sample(self.rng, self.info)
                 continue
@@ -157,6 +161,14 @@ class Search:
 
     def _train(self, trial: Trial) -> None:
         trial.worker = self.worker
+        if space.is_fitted(trial.candidate):  # the linear floor: fitted to convergence in seconds
+            share = (self.budget.seconds or 0.0) * self.budget.search_end() * self.config.max_trial_share
+            limit = None if self.budget.reproducible else max(min(share, self.budget.left(self.budget.search_end())), 1)
+            result, floor = fit_trial(space.to_spec(trial.candidate, self.info), self.info, self.data,
+                                      trial.candidate.hparams.label_smoothing, limit)
+            self.floor = None if floor is None else (trial, floor)
+            self._measured(trial, result)
+            return
         result = run_trial(space.to_spec(trial.candidate, self.info), self._config(trial, *self._plan(trial)),
                            self.data, self.keep_going, on_epoch=lambda _curve: self._between_epochs())
         self._measured(trial, result)
@@ -167,7 +179,9 @@ class Search:
         self.pace.record(trial.macs, len(self.data.x_train), trial.candidate.hparams.batch_size, result)
         trial.result, trial.curve, trial.seconds = result, result.curve, result.seconds
         trial.status, trial.reason = result.status, result.reason
-        trial.predicted = predict_final(result.curve, self.config.horizon) if result.curve else 0.0
+        fitted = space.is_fitted(trial.candidate)  # converged: nothing to extrapolate
+        trial.predicted = (result.best_metric if fitted else predict_final(result.curve, self.config.horizon)) \
+            if result.curve else 0.0
 
     def _record(self, trial: Trial) -> None:
         """Log a trained trial, keep only the best weights, and note whether the search has converged."""
@@ -297,7 +311,7 @@ class Search:
         first by :meth:`ranked` (final training's start and comparison), which may differ: MNIST's hand CNN,
         98.55 % measured and 99.13 % extrapolated, tied a two-epoch ResNet (98.57 %) with a higher loss."""
         kept = [t for t in self.trials if t.result is not None and t.result.variables is not None]
-        keep = [self.best_trained(), *self.ranked(kept)[:1]]
+        keep = [self.best_trained(), *self.ranked(kept)[:1], *(self.floor[:1] if self.floor else ())]
         for t in self.trials:
             if t.result is not None and not any(t is k for k in keep):
                 t.result.variables = None

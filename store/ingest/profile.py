@@ -77,7 +77,7 @@ def spread(values: np.ndarray) -> dict[str, float]:
 
 
 class TextStats:
-    """Character and word counts of texts."""
+    """Character and word counts of texts, and how many have no word at all (``empty``: kept, as real input)."""
 
     def __init__(self) -> None:
         self._chars = array("q")
@@ -92,4 +92,4 @@ class TextStats:
         """The spread of character and word counts."""
         chars = np.frombuffer(self._chars, dtype=np.int64)
         words = np.frombuffer(self._words, dtype=np.int64)
-        return {"chars": spread(chars), "words": spread(words)}
+        return {"chars": spread(chars), "words": spread(words), "empty": int(np.sum(words == 0))}

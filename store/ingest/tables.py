@@ -39,8 +39,6 @@ def _lines(path: Path, limits: Limits) -> Iterator[tuple[int, str]]:
 def _sample(
     text: str, label: str | None, line_no: int, fmt: str, limits: Limits,
 ) -> tuple[int, str, str | None]:
-    if not text.strip():
-        raise DatasetRejected(f"malformed-{fmt}", f"line {line_no} has an empty text")
     if label is not None and not label.strip():
         raise DatasetRejected(f"malformed-{fmt}", f"line {line_no} has an empty label")
     if len(text) > limits.max_text_chars:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,9 +33,13 @@ _SPACES = {"image": _Space(image.SEEDS, image.sample, image.mutate, image.shrink
 
 
 def seeds(info: SpaceInfo) -> list[Candidate]:
-    """Return the known-good designs of ``info``'s modality, with the default training hyper-parameters."""
+    """Return the known-good designs of ``info``'s modality, with the default training hyper-parameters (for text
+    with an n-gram bag, the linear floor first: `synthesis.linear`)."""
     hparams, designs = seed_hparams(info), _SPACES[info.modality].seeds
-    return [Candidate(copy.deepcopy(arch), hparams, f"seed:{name}") for name, arch in designs.items()]
+    if info.modality == "text" and info.bag_vocab:  # the linear floor first, where the input has its n-gram bag
+        designs = {"linear": text.LINEAR, **designs}
+    return [Candidate(copy.deepcopy(arch), replace(hparams, label_smoothing=0.0) if text.is_fitted(arch) else hparams,
+                      f"seed:{name}") for name, arch in designs.items()]
 
 
 def sample(rng: np.random.Generator, info: SpaceInfo) -> Candidate:
@@ -63,6 +67,12 @@ def shrink(rng: np.random.Generator, candidate: Candidate, info: SpaceInfo) -> C
     no smaller genome of its kind exists."""
     arch = _SPACES[info.modality].shrink(rng, candidate.arch)
     return None if arch is None else Candidate(arch, candidate.hparams, candidate.origin)
+
+
+def is_fitted(candidate: Candidate) -> bool:
+    """Whether ``candidate``'s weights are fitted outside the search's training (the text floor, an ensemble):
+    the search neither trains, extrapolates nor mutates it."""
+    return candidate.arch.get("kind") == "text" and text.is_fitted(candidate.arch)
 
 
 def to_spec(candidate: Candidate, info: SpaceInfo) -> Spec:

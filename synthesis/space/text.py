@@ -46,7 +46,7 @@ BLOCKS = (1, 2)
 HEADS = (1, 2, 4, 8)
 FFS = (1, 2, 4)
 ENCODER_GENES = {"bag": ("ngram", "filters"), "cnn": ("kernels", "filters"), "transformer": ("blocks", "heads", "ff"),
-                 "ngrams": ()}
+                 "ngrams": (), "linear": ()}
 SIZES = {"embed": EMBEDS, "filters": FILTERS, "ngram": NGRAMS, "blocks": BLOCKS, "ff": FFS, "hidden": HIDDEN}
 """The genes whose grids run from small to large networks."""
 GRIDS = {**SIZES, "heads": HEADS}
@@ -72,6 +72,23 @@ SEEDS: dict[str, Arch] = {
 layer of 64), a trigram text CNN (embedding 64, trigram convolution of 128 filters, max pooling), a bag of hashed
 n-gram features (embedding 64, one hidden layer of 64), a fastText-like bag of word embeddings, Kim's CNN, and a
 one-block transformer."""
+
+
+LINEAR: Arch = {"kind": "text", "encoder": "linear"}
+"""The linear floor (`synthesis.linear`): one weight per n-gram feature and class, fitted by logistic regression, not
+trained by the search; it needs the n-gram bag, is never drawn or mutated, and is the first seed where it can be."""
+
+
+def is_fitted(genome: Arch) -> bool:
+    """Whether a genome's weights are fitted outside the search's training (the linear floor, an ensemble)."""
+    return genome.get("encoder") in ("linear", "ensemble")
+
+
+def ensemble(members: list[Arch], weights: list[float]) -> Arch:
+    """The genome of the networks ``members`` whose logits are summed with ``weights`` (folded into each member's
+    output layer by `synthesis.ensemble`)."""
+    return {"kind": "text", "encoder": "ensemble", "members": copy.deepcopy(members),
+            "weights": [round(float(w), 6) for w in weights]}
 
 
 def sample(rng: np.random.Generator) -> Arch:
@@ -112,7 +129,15 @@ def shrink(rng: np.random.Generator, parent: Arch) -> Arch | None:
 
 def to_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
     """Return the core spec of a text genome over ``info``'s sequence length, vocabulary and classes."""
+    if genome["encoder"] == "ensemble":
+        return _ensemble_spec(genome, info, name)
     net = Net()
+    if genome["encoder"] == "linear":  # logits = bag of idf-weighted coefficients, then the intercepts
+        x = net.add("bag", "embedding_bag", "input", vocab_size=info.bag_vocab, start=info.bag_start,
+                    dim=info.num_classes, norm="sqrt")
+        net.head(x, 0, 0.0, info.num_classes)
+        return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"},
+                        info.num_classes)
     if genome["encoder"] == "ngrams":
         x = _bag(net, genome, info)
     else:
@@ -120,6 +145,29 @@ def to_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
         x = net.join("pool", "concat", [*_pools(net, genome, info), *wide])
     net.head(x, genome["hidden"], genome["dropout"], info.num_classes)
     return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"}, info.num_classes)
+
+
+def member_prefix(index: int) -> str:
+    """The prefix of ensemble member `index`'s node ids (and of its weights' names)."""
+    return f"m{index}_"
+
+
+def _ensemble_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
+    """The members' networks side by side on one input, their node ids prefixed, and their logits summed."""
+    nodes: list[dict[str, Any]] = []
+    outputs = []
+    for i, member in enumerate(genome["members"]):
+        spec = to_spec(member, info, name).to_dict()
+        prefix = member_prefix(i)
+        for node in spec["nodes"]:
+            inputs = node["inputs"] if isinstance(node["inputs"], list) else [node["inputs"]]
+            nodes.append({**node, "id": prefix + node["id"],
+                          "inputs": [x if x == "input" else prefix + x for x in inputs]})
+        outputs.append(prefix + spec["output"]["node"])
+    nodes.append({"id": "logits", "op": "add", "inputs": outputs})
+    return Spec.from_dict({"format": "netsynth.spec", "version": 1, "name": name,
+                           "input": {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"},
+                           "nodes": nodes, "output": {"node": "logits", "num_classes": info.num_classes}})
 
 
 def _bag(net: Net, genome: Arch, info: SpaceInfo) -> str:

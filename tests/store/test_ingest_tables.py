@@ -55,6 +55,20 @@ def test_the_text_profile_summarises_lengths_and_duplicates(tmp_path: Path) -> N
     assert json.loads(json.dumps(profile)) == profile
 
 
+def test_empty_texts_are_kept_and_counted_in_the_profile(tmp_path: Path) -> None:
+    """An empty text is real input (a blank review, an emptied message): it is kept with its label, and the profile
+    says how many there are."""
+    path = tmp_path / "d.csv"
+    path.write_text('text,label\nhello,a\n,b\n"  ",a\nworld,b\n', encoding="utf-8")
+    inspection = inspect_file(path, "d.csv", FEW)
+    assert inspection.class_counts == {"a": 2, "b": 2}
+    assert inspection.profile["text"]["empty"] == 2
+    assert load_texts(path, "csv", FEW).texts == ["hello", "", "  ", "world"]
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text("hello\ta\n\tb\nworld\tb\n", encoding="utf-8")
+    assert load_texts(tsv, "tsv", FEW).texts == ["hello", "", "world"]
+
+
 def test_numeric_labels_sort_numerically(tmp_path: Path) -> None:
     path = write_text_csv(tmp_path / "d.csv", ["a", "b", "c", "d"], ["10", "2", "10", "2"])
     assert inspect_file(path, "d.csv", FEW).classes == ["2", "10"]
@@ -71,7 +85,6 @@ def test_bad_utf8_is_refused_with_its_line_and_offset(tmp_path: Path) -> None:
     [
         ("d.csv", b"sentence,label\nhello,a\n", "malformed-csv", 1),  # no text column
         ("d.csv", b"text,label\nhello,a\nworld,b,extra\n", "malformed-csv", 3),  # ragged
-        ("d.csv", b"text,label\nhello,a\n  ,b\n", "malformed-csv", 3),  # empty text
         ("d.csv", b"text,label\nhello,a\nworld,\n", "malformed-csv", 3),  # empty label
         ("d.tsv", b"hello\ta\n\nno tab here\n", "malformed-tsv", 3),
         ("d.tsv", b"x" * 50 + b"\ta\n", "text-too-long", 1),

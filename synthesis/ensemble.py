@@ -1,0 +1,106 @@
+"""The text model that ships: the best network, the linear floor refitted on all rows, or both averaged.
+
+After final training, the winning network and the linear floor (`synthesis.linear`) are compared and combined on
+the validation rows: the ensemble's logits are ``w * floor + (1 - w) * network``, ``w`` chosen from
+:data:`WEIGHTS` by validation log-loss (a weighted average of the members' log-probabilities, which is what
+summing logits amounts to after the softmax). Of the network, the floor and that ensemble, the one
+`synthesis.select` ranks first ships: an ensemble only where validation says it is better than either member.
+Averaging models whose errors differ — a linear model over sparse n-grams and a network over word sequences —
+is the most reliable gain of AutoML systems (Erickson et al., "AutoGluon-Tabular", 2020, weighted ensembles;
+Caruana et al., "Ensemble Selection from Libraries of Models", ICML 2004). The ensemble is one core network (the
+members side by side, their output layers scaled by their weights, then summed), so it exports to one ONNX graph.
+
+Whatever ships with the floor in it gets the floor refitted with its chosen C on the training and validation rows
+together: a tenth more rows, at the cost of a figure measured on rows the refitted floor has seen (its reported
+validation accuracy is the one measured before the refit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.analysis import analyse
+from core.data import Dataset
+from core.evaluation import predict_proba
+from core.model import build
+from synthesis import select, space
+from synthesis.floor import refit_variables
+from synthesis.linear import LinearFit
+from synthesis.progress import Reporter
+from synthesis.space.text import ensemble, member_prefix
+from synthesis.trial import Trial, TrialResult
+
+WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+"""The floor's weights tried in an ensemble (the network's is one minus it)."""
+
+
+def log_proba(trial: Trial, variables: dict[str, Any], info: space.SpaceInfo, x: np.ndarray) -> np.ndarray:
+    """The network's log-probabilities [rows, classes] on `x`."""
+    proba = predict_proba(build(space.to_spec(trial.candidate, info)), variables, x)
+    return np.log(np.maximum(proba.astype(np.float64), 1e-12))
+
+
+def scores(log_p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of log-probabilities, or of logits' weighted sums, on labels `y`."""
+    log_p = log_p - np.logaddexp.reduce(log_p, axis=1, keepdims=True)
+    return float(np.mean(log_p.argmax(axis=1) == y)), float(-np.mean(log_p[np.arange(len(y)), y]))
+
+
+def combined(parts: list[dict[str, Any]], weights: list[float], outputs: list[str]) -> dict[str, Any]:
+    """One set of weights for the ensemble network of `parts` (each member's variables): every member's names
+    prefixed (`synthesis.space.text.member_prefix`), its output layer (`outputs`) scaled by its weight."""
+    merged: dict[str, dict[str, Any]] = {}
+    for i, (variables, weight, output) in enumerate(zip(parts, weights, outputs, strict=True)):
+        for collection, layers in variables.items():
+            for name, layer in layers.items():
+                scaled = {k: np.asarray(v) * weight for k, v in layer.items()} if name == output else layer
+                merged.setdefault(collection, {})[member_prefix(i) + name] = scaled
+    return merged
+
+
+def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: dict[str, Any],
+           info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
+    """The trial and weights to deliver: `winner`'s unless the floor or an ensemble of the two ranks first on the
+    validation rows (an ensemble trial is appended to `trials`); the floor refitted on all rows wherever it ships.
+    Without a floor, `winner` as it is."""
+    fitted_variables = floor[0].result.variables if floor is not None and floor[0].result is not None else None
+    if floor is None or fitted_variables is None or not len(data.y_val):
+        return winner, variables
+    floor_trial, fitted = floor
+    if winner is floor_trial:
+        return winner, _refitted(fitted, info, data, reporter)
+    y = data.y_val
+    net = log_proba(winner, variables, info, data.x_val)
+    lin = log_proba(floor_trial, fitted_variables, info, data.x_val)
+    tried = {w: scores(w * lin + (1 - w) * net, y) for w in WEIGHTS}
+    weight = min(tried, key=lambda w: tried[w][1])
+    options = {"network": scores(net, y), "floor": scores(lin, y), "ensemble": tried[weight]}
+    best = select.rank(list(options), lambda k: options[k], len(y))[0]
+    reporter.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
+                                "chosen": best, **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
+                                                   for k, (a, loss) in options.items()}})
+    if best == "network":
+        return winner, variables
+    if best == "floor":
+        return floor_trial, _refitted(fitted, info, data, reporter)
+    members = [floor_trial.candidate, winner.candidate]
+    candidate = space.Candidate(ensemble([m.arch for m in members], [weight, 1 - weight]), winner.candidate.hparams,
+                                f"ensemble:{floor_trial.candidate.id}+{winner.candidate.id}")
+    spec = space.to_spec(candidate, info)
+    outputs = [space.to_spec(m, info).output for m in members]
+    weights = combined([_refitted(fitted, info, data, reporter), variables], [weight, 1 - weight], outputs)
+    accuracy, loss = options["ensemble"]
+    trial = Trial(len(trials), candidate, params=analyse(spec).params, macs=analyse(spec).macs, status="completed",
+                  curve=[accuracy], predicted=accuracy, latency_ms=floor_trial.latency_ms + winner.latency_ms,
+                  result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=weights))
+    trials.append(trial)
+    reporter.event("candidate", trial.to_dict())
+    return trial, weights
+
+
+def _refitted(fitted: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> dict[str, Any]:
+    variables = refit_variables(fitted, info, data)
+    reporter.event("refit", {"model": "linear floor", "C": fitted.c, "rows": len(data.y_train) + len(data.y_val)})
+    return variables
