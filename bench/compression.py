@@ -113,7 +113,7 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
         encoder = TextEncoder.fit([x_train[i] for i in parts.train])
         x, x_test, vocab = encoder.encode(list(x_train)), encoder.encode(list(x_test)), encoder.layout()
     else:
-        x, vocab = x_train.astype(np.float32), Layout(vocab_size=0, bag_start=0, bag_vocab=0)
+        x, vocab = x_train.astype(np.float32), Layout(vocab_size=0, bag_start=0, bag_vocab=0, bag_words=0)
         x_test = x_test.astype(np.float32)
     data = Dataset(x[parts.train], y[parts.train], x[parts.val], y[parts.val])
     task = Task(split.modality, x, y, len(split.classes), groups=groups, **vocab)  # text: words, then the n-gram bag

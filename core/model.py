@@ -96,7 +96,7 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
     if op == "embedding":
         return _embed(p, x[:, :p["length"]], 0, dtype, name)[0]
     if op == "embedding_bag":
-        vectors, keep = _embed(p, x[:, p["start"]:], 1, dtype, name)
+        vectors, keep = _embed(p, x[:, p["start"]:], p["lowest"], dtype, name)
         total, count = jnp.sum(vectors, axis=1), jnp.sum(keep, axis=1)
         divisor = {"mean": count, "sqrt": jnp.sqrt(count), "sum": jnp.ones_like(count)}[p["norm"]]
         return total / jnp.maximum(divisor, 1.0)

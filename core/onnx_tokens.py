@@ -41,9 +41,10 @@ def embedding(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Param
 
 
 def embedding_bag(b: Builder, n: Node, xs: list[str], ts: list[TensorType], p: Params) -> str:
-    """The sum of the kept ids' rows (ids ``[start:]``, 0 and out-of-vocabulary ids left out) over its norm."""
+    """The sum of the kept ids' rows (ids ``[start:]``; ids below ``lowest`` and outside the vocabulary left out)
+    over its norm."""
     ids = _positions(b, n, xs[0], n.params["start"], ts[0].shape[0])
-    vectors, keep = _vectors(b, n, ids, 1, p, f"{n.id}/vectors")
+    vectors, keep = _vectors(b, n, ids, n.params["lowest"], p, f"{n.id}/vectors")
     axis = b.const(f"{n.id}/bag_axis", [1], np.int64)  # ReduceSum takes its axes as an input from opset 13
     total = b.op("ReduceSum", [vectors, axis], f"{n.id}/sum", keepdims=0)
     count = b.op("ReduceSum", [keep, axis], f"{n.id}/count", keepdims=0)  # [N, 1]

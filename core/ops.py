@@ -132,6 +132,8 @@ def _embedding(p: dict[str, Any], t: list[TensorType]) -> TensorType:
 def _embedding_bag(p: dict[str, Any], t: list[TensorType]) -> TensorType:
     if p["start"] >= _ids(t[0], "embedding_bag"):
         raise ShapeError(f"embedding_bag: start {p['start']} leaves no token ids of its input of {t[0].shape[0]}")
+    if p["lowest"] >= p["vocab_size"]:
+        raise ShapeError(f"embedding_bag: lowest id {p['lowest']} leaves no ids of its vocabulary of {p['vocab_size']}")
     return TensorType((p["dim"],))
 
 
@@ -234,12 +236,12 @@ OPS: dict[str, OpDef] = {o.name: o for o in [
           doc="token ids [L] (the first `length` of them, when set) to vectors [length, dim]; ids outside the "
               "vocabulary map to zero vectors"),
     OpDef("embedding_bag", {"vocab_size": HP("int", lo=1), "dim": HP("int", lo=1), "start": HP("int", 0, lo=0),
-                            "norm": HP("choice", "sqrt", choices=BAG_NORMS)},
+                            "norm": HP("choice", "sqrt", choices=BAG_NORMS), "lowest": HP("int", 1, lo=1)},
           _embedding_bag, params=lambda p, t: {"embedding": (p["vocab_size"], p["dim"])}, input_dtype="int32",
           macs=lambda p, t, o: (t[0].shape[0] - p["start"]) * p["dim"],
           doc="the vectors of token ids [start:] summed, over their count (`mean`), its square root (`sqrt`) or 1 "
-              "(`sum`) -> [dim]; id 0 (padding) and ids outside the vocabulary are left out, as in PyTorch's "
-              "EmbeddingBag with padding_idx=0"),
+              "(`sum`) -> [dim]; ids below `lowest` (0, padding, by default) and ids outside the vocabulary are left "
+              "out, as in PyTorch's EmbeddingBag with padding_idx=0; a `lowest` above 1 reads one block of ids"),
     OpDef("max_pool2d", _POOL2D, _pool(2, "max_pool2d"), doc="2-D max pooling"),
     OpDef("avg_pool2d", _POOL2D, _pool(2, "avg_pool2d"), doc="2-D average pooling"),
     OpDef("max_pool1d", _POOL1D, _pool(1, "max_pool1d"), doc="1-D max pooling"),

@@ -74,7 +74,9 @@ there too).
   are cut or right-padded with 0 to `max_length`. Encoders of version 3 with `ngram_buckets` > 0 append
   `bag_length` more ids: the text's distinct word 1-2-grams and character 2-5-grams (words padded with a
   space), each `1 + crc32(feature) % ngram_buckets` (features spelt `w word`, `b word word`, `c chars`),
-  sorted, cut or right-padded with 0 (`store.ingest.text.ngram_features`).
+  sorted, cut or right-padded with 0 (`store.ingest.text.ngram_features`). Version 4 with `word_buckets` > 0
+  hashes word features to `1 + crc32(feature) % word_buckets` and character features to
+  `1 + word_buckets + crc32(feature) % (ngram_buckets - word_buckets)`.
 """
 
 SPEC, WEIGHTS, ARTIFACT, ONNX, PREPROCESSING, LABELS, METRICS = (

@@ -41,6 +41,7 @@ class Task:
     groups: np.ndarray | None = None  # rows with equal values (exact duplicates) never straddle the split
     bag_start: int = 0  # text: where a bag of n-gram ids starts (its ids in [1, bag_vocab)); 0: no bag
     bag_vocab: int = 0
+    bag_words: int = 0  # text: the first id of the bag's character block (0: one block)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
     mean and std."""
     if task.modality == "text":
         return space.SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size,
-                               bag_start=task.bag_start, bag_vocab=task.bag_vocab)
+                               bag_start=task.bag_start, bag_vocab=task.bag_vocab, bag_words=task.bag_words)
     scale, offset = channel_normalisation(task.x, train)
     return space.SpaceInfo("image", tuple(int(d) for d in task.x.shape[1:]), task.num_classes,
                            scale=scale, offset=offset)
@@ -137,17 +138,18 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     compressed = None
     if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)
-        reporter = NullReporter()
+        delivered, reporter = variables, NullReporter()
     else:
         reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
         reporter.stage("final_training")
         try:
             winner, variables = _final(search, info, data, budget, reporter)
-            winner, variables = ensemble.finish(trials, search.floor, winner, variables, info, data, reporter)
+            winner, variables, delivered = ensemble.finish(trials, search.floor, winner, variables, info, data,
+                                                           reporter)
         except Cancelled:
             search.stop_reason = "cancelled"
             winner, variables = _best_so_far(search)
-            reporter = NullReporter()
+            delivered, reporter = variables, NullReporter()
     spec = space.to_spec(winner.candidate, info)
     if search.stop_reason != "cancelled" and options.compress:
         base = winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000, time_limit_s=None,
@@ -159,7 +161,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             search.stop_reason, reporter = "cancelled", NullReporter()
     reporter.stage("delivering")
     probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
-    model = deliver(spec, variables, x[split.test], task.y[split.test], probe)
+    model = deliver(spec, delivered, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
     warning = chance_level_warning(_validation(spec, variables, data)["accuracy"], data.y_val)

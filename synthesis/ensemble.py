@@ -10,9 +10,9 @@ is the most reliable gain of AutoML systems (Erickson et al., "AutoGluon-Tabular
 Caruana et al., "Ensemble Selection from Libraries of Models", ICML 2004). The ensemble is one core network (the
 members side by side, their output layers scaled by their weights, then summed), so it exports to one ONNX graph.
 
-Whatever ships with the floor in it gets the floor refitted with its chosen C on the training and validation rows
-together: a tenth more rows, at the cost of a figure measured on rows the refitted floor has seen (its reported
-validation accuracy is the one measured before the refit).
+Whatever ships with the floor in it is delivered with the floor refitted with its chosen C on the training and
+validation rows together: a tenth more rows to learn from. Every validation figure (the reported accuracy,
+compression's tolerance) is measured before the refit, on rows the floor had not seen.
 """
 
 from __future__ import annotations
@@ -60,17 +60,21 @@ def combined(parts: list[dict[str, Any]], weights: list[float], outputs: list[st
     return merged
 
 
-def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: dict[str, Any],
-           info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
-    """The trial and weights to deliver: `winner`'s unless the floor or an ensemble of the two ranks first on the
-    validation rows (an ensemble trial is appended to `trials`); the floor refitted on all rows wherever it ships.
+Weights = dict[str, Any]
+
+
+def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: Weights,
+           info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> tuple[Trial, Weights, Weights]:
+    """The trial to deliver, its weights as validated (what compression starts from and is judged against) and its
+    weights as delivered: `winner`'s unless the floor or an ensemble of the two ranks first on the validation rows
+    (an ensemble trial is appended to `trials`); wherever the floor ships, it is delivered refitted on all rows.
     Without a floor, `winner` as it is."""
     fitted_variables = floor[0].result.variables if floor is not None and floor[0].result is not None else None
     if floor is None or fitted_variables is None or not len(data.y_val):
-        return winner, variables
+        return winner, variables, variables
     floor_trial, fitted = floor
     if winner is floor_trial:
-        return winner, _refitted(fitted, info, data, reporter)
+        return winner, variables, _refitted(fitted, info, data, reporter)
     y = data.y_val
     net = log_proba(winner, variables, info, data.x_val)
     lin = log_proba(floor_trial, fitted_variables, info, data.x_val)
@@ -82,25 +86,26 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
                                 "chosen": best, **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                                    for k, (a, loss) in options.items()}})
     if best == "network":
-        return winner, variables
+        return winner, variables, variables
     if best == "floor":
-        return floor_trial, _refitted(fitted, info, data, reporter)
+        return floor_trial, fitted_variables, _refitted(fitted, info, data, reporter)
     members = [floor_trial.candidate, winner.candidate]
     candidate = space.Candidate(ensemble([m.arch for m in members], [weight, 1 - weight]), winner.candidate.hparams,
                                 f"ensemble:{floor_trial.candidate.id}+{winner.candidate.id}")
     spec = space.to_spec(candidate, info)
     outputs = [space.to_spec(m, info).output for m in members]
-    weights = combined([_refitted(fitted, info, data, reporter), variables], [weight, 1 - weight], outputs)
+    validated = combined([fitted_variables, variables], [weight, 1 - weight], outputs)
+    delivered = combined([_refitted(fitted, info, data, reporter), variables], [weight, 1 - weight], outputs)
     accuracy, loss = options["ensemble"]
     trial = Trial(len(trials), candidate, params=analyse(spec).params, macs=analyse(spec).macs, status="completed",
                   curve=[accuracy], predicted=accuracy, latency_ms=floor_trial.latency_ms + winner.latency_ms,
-                  result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=weights))
+                  result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=validated))
     trials.append(trial)
     reporter.event("candidate", trial.to_dict())
-    return trial, weights
+    return trial, validated, delivered
 
 
-def _refitted(fitted: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> dict[str, Any]:
+def _refitted(fitted: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> Weights:
     variables = refit_variables(fitted, info, data)
     reporter.event("refit", {"model": "linear floor", "C": fitted.c, "rows": len(data.y_train) + len(data.y_val)})
     return variables

@@ -11,7 +11,7 @@ from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
-from synthesis.linear import LinearFit, fit, refit
+from synthesis.linear import Bag, LinearFit, fit, refit
 from synthesis.select import excess_loss
 from synthesis.space import SpaceInfo
 from synthesis.trial import TrialResult
@@ -25,8 +25,7 @@ def fit_trial(spec: Spec, info: SpaceInfo, data: Dataset, label_smoothing: float
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
     try:
-        floor = fit(data.x_train, data.y_train, data.x_val, data.y_val, info.num_classes, info.bag_start,
-                    info.bag_vocab, deadline)
+        floor = fit(data.x_train, data.y_train, data.x_val, data.y_val, info.num_classes, bag_of(info), deadline)
         variables = floor.variables()
         measured = evaluate(build(spec), variables, data.x_val, data.y_val)
     except (ValueError, MemoryError) as exc:
@@ -43,4 +42,9 @@ def refit_variables(floor: LinearFit, info: SpaceInfo, data: Dataset) -> dict[st
     """The floor's weights refitted with its C on the training and validation rows together."""
     x = np.concatenate([data.x_train, data.x_val])
     y = np.concatenate([data.y_train, data.y_val])
-    return refit(floor, x, y, info.num_classes, info.bag_start, info.bag_vocab).variables()
+    return refit(floor, x, y, info.num_classes).variables()
+
+
+def bag_of(info: SpaceInfo) -> Bag:
+    """Where `info`'s token rows keep their bag."""
+    return Bag(info.bag_start, info.bag_vocab, info.bag_words)

@@ -132,10 +132,12 @@ def to_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
     if genome["encoder"] == "ensemble":
         return _ensemble_spec(genome, info, name)
     net = Net()
-    if genome["encoder"] == "linear":  # logits = bag of idf-weighted coefficients, then the intercepts
-        x = net.add("bag", "embedding_bag", "input", vocab_size=info.bag_vocab, start=info.bag_start,
-                    dim=info.num_classes, norm="sqrt")
-        net.head(x, 0, 0.0, info.num_classes)
+    if genome["encoder"] == "linear":  # logits = each block's bag of idf-weighted coefficients, then the intercepts
+        blocks = [(1, info.bag_words), (info.bag_words, info.bag_vocab)] if info.bag_words else [(1, info.bag_vocab)]
+        bags = [net.add(f"bag{i}" if len(blocks) > 1 else "bag", "embedding_bag", "input", vocab_size=vocab,
+                        lowest=lowest, start=info.bag_start, dim=info.num_classes, norm="sqrt")
+                for i, (lowest, vocab) in enumerate(blocks)]
+        net.head(net.join("bag", "add", bags), 0, 0.0, info.num_classes)
         return net.spec(name, {"shape": list(info.input_shape), "dtype": "int32", "modality": "text"},
                         info.num_classes)
     if genome["encoder"] == "ngrams":

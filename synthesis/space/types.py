@@ -23,7 +23,8 @@ class SpaceInfo:
     inputs are mapped to ``x * scale + offset`` inside every network (each one number, or a tuple of one
     per channel: see :func:`synthesis.normalise.channel_normalisation`); ``vocab_size`` is the number of
     token ids of a text task's word sequence. A text input may end in a bag of n-gram feature ids from
-    position ``bag_start`` on, ids in ``[1, bag_vocab)`` with 0 as padding (``bag_vocab`` 0: no bag).
+    position ``bag_start`` on, ids in ``[1, bag_vocab)`` with 0 as padding (``bag_vocab`` 0: no bag); word
+    features' ids below ``bag_words`` and character features' from it on (0: one block of both).
     """
 
     modality: str
@@ -34,6 +35,7 @@ class SpaceInfo:
     offset: float | tuple[float, ...] = 0.0
     bag_start: int = 0
     bag_vocab: int = 0
+    bag_words: int = 0
 
     def __post_init__(self) -> None:
         rank = {"image": 3, "text": 1}.get(self.modality)
@@ -48,6 +50,9 @@ class SpaceInfo:
         if self.bag_vocab and not 0 < self.bag_start < self.input_shape[0]:
             raise ValueError(f"a bag must start inside the input's {self.input_shape[0]} positions after the word "
                              f"sequence, got bag_start {self.bag_start}")
+        if self.bag_words and not 1 < self.bag_words < self.bag_vocab:
+            raise ValueError(f"the bag's character block must start inside its ids [1, {self.bag_vocab}), got "
+                             f"bag_words {self.bag_words}")
 
     @property
     def sequence_length(self) -> int:

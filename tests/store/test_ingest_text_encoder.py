@@ -56,10 +56,12 @@ def test_json_round_trip_encodes_the_same() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [{}, {"version": 4, "max_length": 8, "words": []},
+    [{}, {"version": 5, "max_length": 8, "words": []},
      {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 16},
      {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 16, "bag_length": -1},
      {"version": 3, "max_length": 8, "words": [], "ngram_buckets": 0, "bag_length": 8},
+     {"version": 4, "max_length": 8, "words": [], "ngram_buckets": 16, "bag_length": 8, "word_buckets": 16},
+     {"version": 4, "max_length": 8, "words": [], "ngram_buckets": 16, "bag_length": 8, "word_buckets": -1},
      {"version": 2, "max_length": 8, "words": [], "subword_buckets": -1},
      {"version": 1, "max_length": 0, "words": []},
      {"version": 1, "max_length": True, "words": []}, {"version": 1, "max_length": 8, "words": "abc"},
@@ -105,7 +107,8 @@ def test_version_1_json_still_loads_without_subwords() -> None:
 
 def test_the_bag_holds_each_texts_distinct_hashed_ngram_features_after_the_words() -> None:
     encoder = TextEncoder.fit(CORPUS, max_length=4, ngram_buckets=1 << 20)
-    assert encoder.layout() == {"vocab_size": encoder.vocab_size, "bag_start": 4, "bag_vocab": (1 << 20) + 1}
+    assert encoder.layout() == {"vocab_size": encoder.vocab_size, "bag_start": 4, "bag_vocab": (1 << 20) + 1,
+                                "bag_words": 0}  # a given bucket count: one block
     (row,) = encoder.encode(["Cat sat, cat!"])
     words, bag = row[:4], row[4:]
     np.testing.assert_array_equal(words, encoder.encode(["cat sat , cat !"])[0, :4])  # the words as before
@@ -126,14 +129,45 @@ def test_the_bag_length_is_the_99th_percentile_of_feature_counts_and_cuts_longer
     assert np.all(row > 0) and len(row) == 8
 
 
-def test_the_bag_has_a_power_of_two_buckets_at_least_four_times_the_distinct_features() -> None:
-    assert TextEncoder.fit(["a"]).ngram_buckets == 256  # 3 features; at least 256
-    texts = [f"w{i}" for i in range(1000)]  # 1,000 words, 1,000 bigrams " w"... and other character n-grams
-    distinct = len(set().union(*(ngram_features(t) for t in texts)))
-    buckets = TextEncoder.fit(texts).ngram_buckets
-    assert buckets & (buckets - 1) == 0 and 4 * distinct <= buckets < 8 * distinct
-    assert TextEncoder.fit([f"w{i} v{i}" for i in range(40_000)]).ngram_buckets == 2**17  # the cap
+def test_each_block_of_the_bag_has_a_power_of_two_buckets_at_least_four_times_its_distinct_features() -> None:
+    one = TextEncoder.fit(["a"])  # 1 word feature, 2 character features; at least 128 buckets each
+    assert (one.word_buckets, one.ngram_buckets) == (128, 256)
+    texts = [f"w{i}" for i in range(1000)]  # 1,000 words (no bigrams), and their character n-grams
+    features = set().union(*(ngram_features(t) for t in texts))
+    words = sum(1 for f in features if f[0] in "wb")
+    encoder = TextEncoder.fit(texts)
+    chars = encoder.ngram_buckets - encoder.word_buckets
+    for buckets, distinct in ((encoder.word_buckets, words), (chars, len(features) - words)):
+        assert buckets & (buckets - 1) == 0 and 4 * distinct <= buckets < 8 * distinct
+    capped = TextEncoder.fit([f"w{i} v{i} u{i}" for i in range(70_000)])  # 210,000 words, 140,000 bigrams
+    assert capped.word_buckets == 2**18  # the cap
     assert TextEncoder.fit(texts, ngram_buckets=0).layout()["bag_vocab"] == 0
+
+
+def test_word_features_hash_below_the_character_block_and_character_features_into_it() -> None:
+    encoder = TextEncoder.fit(CORPUS, max_length=4)
+    layout = encoder.layout()
+    assert layout["bag_words"] == encoder.word_buckets + 1 and layout["bag_vocab"] == encoder.ngram_buckets + 1
+    for text in CORPUS:
+        features = ngram_features(text)
+        words = {f for f in features if f[0] in "wb"}
+        ids = encoder.bag_ids(text)
+        assert sum(1 for i in ids if i < layout["bag_words"]) <= len(words)  # collisions may merge, never spill
+        assert all(1 <= i < layout["bag_vocab"] for i in ids)
+        assert encoder._hashed(words) == [i for i in ids if i < layout["bag_words"]]
+        assert all(i >= layout["bag_words"] for i in encoder._hashed(features - words))
+    again = TextEncoder.from_json(encoder.to_json())
+    assert again.word_buckets == encoder.word_buckets
+    np.testing.assert_array_equal(again.encode(CORPUS), encoder.encode(CORPUS))
+
+
+def test_version_3_json_keeps_its_one_block_bag() -> None:
+    encoder = TextEncoder.fit(CORPUS, max_length=6, ngram_buckets=64)
+    old = encoder.to_json() | {"version": 3}
+    del old["word_buckets"]
+    again = TextEncoder.from_json(old)
+    assert again.layout()["bag_words"] == 0
+    np.testing.assert_array_equal(again.encode(CORPUS), encoder.encode(CORPUS))
 
 
 def test_version_2_json_still_loads_without_a_bag() -> None:

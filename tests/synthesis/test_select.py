@@ -53,6 +53,20 @@ def test_rank_orders_the_tied_by_loss_then_the_rest_by_accuracy() -> None:
     assert select.rank([], scores.__getitem__, rows) == []
 
 
+def test_losses_within_the_margin_leave_the_choice_to_the_accuracy_even_within_its_noise() -> None:
+    """Issue 24's question-type search: 0.852 against 0.885 on 541 rows is within the noise (0.041), and the losses
+    0.3484 against 0.3488 decided for the less accurate candidate."""
+    rows = 541
+    assert select.tied(0.852, 0.885, rows)
+    assert select.beats((0.885, 0.3488), (0.852, 0.3484), rows)
+    assert not select.beats((0.852, 0.3484), (0.885, 0.3488), rows)
+    assert select.beats((0.852, 0.30), (0.885, 0.3488), rows)  # a loss 14 % lower still decides a tie
+    scores = {"surer-by-a-hair": (0.852, 0.3484), "more-accurate": (0.885, 0.3488), "surer": (0.86, 0.30)}
+    assert select.rank(list(scores), scores.__getitem__, rows) == ["surer", "more-accurate", "surer-by-a-hair"]
+    near = {"surer-by-a-hair": (0.852, 0.3484), "more-accurate": (0.885, 0.3488)}
+    assert select.rank(list(near), near.__getitem__, rows) == ["more-accurate", "surer-by-a-hair"]
+
+
 def test_the_excess_loss_is_the_divergence_from_the_smoothed_targets() -> None:
     """At label smoothing s the excess loss is KL(smoothed targets || predictions): zero for a network that
     predicts the smoothed targets exactly, whatever s, so networks trained with different smoothing compare."""

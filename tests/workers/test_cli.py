@@ -126,11 +126,13 @@ def test_cli_synthesizes_texts_with_the_ngram_bag_and_predicts_raw_texts(tmp_pat
     done = _cli(data, "--epochs", 6, "--seed", SEED, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     encoder = json.loads((out / "preprocessing.json").read_text())["encoder"]
-    assert encoder["version"] == 3 and encoder["ngram_buckets"] >= 256 and encoder["bag_length"] >= 8
+    assert encoder["version"] == 4 and encoder["ngram_buckets"] >= 256 and encoder["bag_length"] >= 8
+    assert 0 < encoder["word_buckets"] < encoder["ngram_buckets"]
     spec = json.loads((out / "spec.json").read_text())
     assert spec["input"]["shape"] == [encoder["max_length"] + encoder["bag_length"]]
     log = [json.loads(line) for line in (out / "search_log.jsonl").read_text().splitlines()]
     assert "ngrams" in {e["arch"]["encoder"] for e in log}
+    assert log[0]["arch"]["encoder"] == "linear" and log[0]["status"] == "completed"  # the floor comes first
     unseen, truth = _spam_texts(40, 1)
     held_out = write_text_csv(tmp_path / "unseen.csv", unseen, truth)
     predicted = subprocess.run([sys.executable, "-m", "api.cli", "predict", out, held_out, "--output",

@@ -1,0 +1,210 @@
+"""The linear text floor: fitted by logistic regression, the core network that computes it, its place in a search."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+
+from core.data import Dataset
+from core.evaluation import predict_proba
+from core.model import build
+from core.onnx_export import to_onnx_bytes
+from core.onnx_run import OnnxClassifier
+from synthesis import linear
+from synthesis.budget import Budget
+from synthesis.engine import Options, Task, synthesize
+from synthesis.space import Candidate, LatencyModel, SpaceInfo, seeds, to_spec
+from synthesis.space.text import LINEAR
+
+LENGTH, BAG, VOCAB, WORDS = 8, 12, 200, 60
+LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
+
+
+def bag_task(n: int = 360, classes: int = 3, seed: int = 0, noise: int = 6, blocks: int = 2) -> Task:
+    """Token rows as the text encoder makes them: `LENGTH` word ids, then `BAG` sorted distinct bag ids in
+    [1, VOCAB); each row's bag holds one of five features of its class (ids 1 + 10 c ...: the word block, which
+    ends at WORDS when there are two blocks) among `noise` random ones (ids 40 ... VOCAB - 1)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    x = np.zeros((n, LENGTH + BAG), np.int32)
+    x[:, :LENGTH] = rng.integers(2, 50, (n, LENGTH))
+    for i in range(n):
+        features = {int(f) for f in rng.integers(40, VOCAB, noise)} | {1 + 10 * int(y[i]) + int(rng.integers(0, 5))}
+        bag = sorted(features)[:BAG]
+        x[i, LENGTH:LENGTH + len(bag)] = bag
+    return Task("text", x, y, classes, vocab_size=64, bag_start=LENGTH, bag_vocab=VOCAB,
+                bag_words=WORDS if blocks == 2 else 0)
+
+
+def info_of(task: Task) -> SpaceInfo:
+    return SpaceInfo("text", (int(task.x.shape[1]),), task.num_classes, vocab_size=task.vocab_size,
+                     bag_start=task.bag_start, bag_vocab=task.bag_vocab, bag_words=task.bag_words)
+
+
+def halves(task: Task) -> Dataset:
+    cut = len(task.y) * 3 // 4
+    return Dataset(task.x[:cut], task.y[:cut], task.x[cut:], task.y[cut:])
+
+
+def fit(task: Task, deadline: float | None = None) -> linear.LinearFit:
+    data = halves(task)
+    return linear.fit(data.x_train, data.y_train, data.x_val, data.y_val, task.num_classes, bag(task), deadline)
+
+
+def bag(task: Task) -> linear.Bag:
+    return linear.Bag(task.bag_start, task.bag_vocab, task.bag_words)
+
+
+def floor_candidate(task: Task) -> Candidate:
+    return next(c for c in seeds(info_of(task)) if c.origin == "seed:linear")
+
+
+@pytest.mark.parametrize(("classes", "blocks"), [(2, 2), (3, 2), (3, 1)])
+def test_the_floor_network_computes_the_fitted_model_in_jax_and_onnx(classes: int, blocks: int) -> None:
+    task = bag_task(classes=classes, blocks=blocks)
+    floor = fit(task)
+    data = halves(task)
+    spec = to_spec(floor_candidate(task), info_of(task))
+    expected = linear._proba(linear.features(data.x_val, bag(task), floor.idf), floor.coef, floor.intercept)
+    assert len([n for n in spec.nodes if n.op == "embedding_bag"]) == blocks
+    np.testing.assert_allclose(predict_proba(build(spec), floor.variables(), data.x_val), expected, atol=1e-5)
+    onnx = OnnxClassifier(to_onnx_bytes(spec, floor.variables()))
+    np.testing.assert_allclose(onnx.predict_proba(data.x_val), expected, atol=1e-5)
+    assert np.mean(expected.argmax(axis=1) == data.y_val) > 0.9  # the class features are found among the noise
+
+
+def test_a_binary_floor_splits_its_one_decision_function_between_the_classes() -> None:
+    floor = fit(bag_task(classes=2))
+    np.testing.assert_allclose(floor.coef[0], -floor.coef[1])
+    np.testing.assert_allclose(floor.intercept[0], -floor.intercept[1])
+
+
+def test_the_c_of_the_lowest_validation_loss_is_kept() -> None:
+    floor = fit(bag_task(noise=10))
+    assert list(floor.tried) == list(linear.C_GRID)
+    assert floor.c == min(floor.tried, key=lambda c: floor.tried[c][1])
+    assert len({round(loss, 6) for _, loss in floor.tried.values()}) > 1  # C matters: the choice is real
+
+
+def test_a_deadline_that_has_passed_stops_the_path_after_one_c() -> None:
+    floor = fit(bag_task(), deadline=time.monotonic() - 1)
+    assert list(floor.tried) == [linear.C_GRID[0]] and floor.c == linear.C_GRID[0]
+
+
+def test_padding_and_ids_outside_the_bag_vocabulary_carry_no_weight() -> None:
+    x = np.asarray([[0, 0, 3, 5, 0], [0, 0, 7, 250, 0]], np.int32)  # a 2-id word part, then the bag
+    features = linear.features(x, linear.Bag(2, 10)).toarray()
+    np.testing.assert_allclose(features[0, [3, 5]], [2 ** -0.5] * 2)
+    np.testing.assert_allclose(features[1, 7], 1.0)  # 250 is outside [0, 10): not counted in the norm either
+    assert features[:, 0].sum() == 0 and np.count_nonzero(features) == 3
+
+
+def test_each_block_of_the_bag_is_normalised_on_its_own() -> None:
+    """Two word features and four character features: each block has the norm of one, as a union of two TF-IDF
+    vectorisers has, so the few word features weigh as much as the many character features."""
+    x = np.asarray([[0, 2, 3, 6, 7, 8, 9]], np.int32)
+    features = linear.features(x, linear.Bag(1, 10, words=5)).toarray()[0]
+    np.testing.assert_allclose(features[[2, 3]], [2 ** -0.5] * 2)
+    np.testing.assert_allclose(features[[6, 7, 8, 9]], [0.5] * 4)
+
+
+def test_the_refit_learns_from_the_validation_rows_too() -> None:
+    task = bag_task(classes=2)
+    data = halves(task)
+    x_val = data.x_val.copy()
+    x_val[:, -1] = np.where(data.y_val == 1, 35, 0)  # a feature seen only in validation rows, all of class 1
+    floor = linear.fit(data.x_train, data.y_train, x_val, data.y_val, 2, bag(task))
+    assert floor.coef[1, 35] == 0.0
+    refitted = linear.refit(floor, np.concatenate([data.x_train, x_val]), np.concatenate([data.y_train, data.y_val]),
+                            2)
+    assert refitted.c == floor.c and refitted.coef[1, 35] > 0.0
+
+
+def test_text_seeds_start_with_the_floor_only_where_the_input_has_an_n_gram_bag() -> None:
+    task = bag_task()
+    first = seeds(info_of(task))[0]
+    assert first.arch == LINEAR and first.origin == "seed:linear" and first.hparams.label_smoothing == 0.0
+    no_bag = SpaceInfo("text", (LENGTH,), 3, vocab_size=64)
+    assert all(c.arch.get("encoder") != "linear" for c in seeds(no_bag))
+
+
+class Events:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def stage(self, name: str) -> None:
+        pass
+
+    def progress(self, fraction: float, metrics: Any) -> None:
+        pass
+
+    def event(self, kind: str, payload: Any) -> None:
+        self.events.append((kind, dict(payload)))
+
+
+def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_validation() -> None:
+    task = bag_task(n=600, noise=8)
+    events = Events()
+    result = synthesize(task, Budget(epochs=12), Options(seed=0, latency=LATENCY, compress=False), events)
+    first = result.log[0]
+    assert first["origin"] == "seed:linear" and first["status"] == "completed" and first["reason"].startswith("C=")
+    assert all(not e["origin"].startswith("mutation:" + first["id"]) for e in result.log)  # the floor is not mutated
+    choice = [p for kind, p in events.events if kind == "ensemble"]
+    delivered = result.model.metrics["candidate"]
+    if choice:  # the floor did not win outright: network, floor and their average were compared
+        chosen = choice[0]["chosen"]
+        expected = {"network": choice[0]["network"], "floor": first["id"]}.get(chosen, result.log[-1]["id"])
+        assert delivered == expected
+        if chosen == "ensemble":
+            assert result.log[-1]["origin"] == f"ensemble:{first['id']}+{choice[0]['network']}"
+    with_floor = delivered == first["id"] or result.log[-1]["origin"].startswith("ensemble:")
+    assert with_floor == any(kind == "refit" for kind, _ in events.events)  # the floor ships refitted on all rows
+    assert result.model.metrics["test_accuracy"] >= 0.9
+
+
+def test_an_unpredictive_network_never_ships_over_the_floor() -> None:
+    """A network at chance beside a floor that has learned: what ships is the floor or an average leaning on it."""
+    from synthesis.ensemble import finish
+    from synthesis.floor import fit_trial
+    from synthesis.trial import Trial
+
+    task = bag_task(n=600)
+    info, data = info_of(task), halves(task)
+    floor_trial = Trial(0, floor_candidate(task))
+    floor_trial.result, fitted = fit_trial(to_spec(floor_trial.candidate, info), info, data, 0.0, None)
+    assert fitted is not None
+    network = next(c for c in seeds(info) if c.origin == "seed:hashed-ngrams")
+    weights = build(to_spec(network, info)).init(jax.random.key(0))  # untrained: about chance
+    net_trial = Trial(1, network)
+    events = Events()
+    trials = [floor_trial, net_trial]
+    shipped, _, _ = finish(trials, (floor_trial, fitted), net_trial, weights, info, data, events)
+    (choice,) = [p for kind, p in events.events if kind == "ensemble"]
+    assert choice["chosen"] in ("floor", "ensemble") and shipped is not net_trial
+    assert choice["network_val"]["accuracy"] < 0.6 < choice["floor_val"]["accuracy"]
+
+
+def test_an_ensemble_network_sums_its_members_logits_scaled_by_their_weights_in_jax_and_onnx() -> None:
+    from synthesis.ensemble import combined
+    from synthesis.space.text import ensemble
+
+    task = bag_task()
+    info, data = info_of(task), halves(task)
+    floor = floor_candidate(task)
+    network = next(c for c in seeds(info) if c.origin == "seed:wide-text-cnn")
+    parts = [fit(task).variables(), build(to_spec(network, info)).init(jax.random.key(1))]
+    members = [build(to_spec(floor, info)), build(to_spec(network, info))]
+    logits = [np.asarray(m.apply(v, data.x_val)[0]) for m, v in zip(members, parts, strict=True)]
+    both = Candidate(ensemble([floor.arch, network.arch], [0.3, 0.7]), network.hparams, "ensemble:test")
+    spec = to_spec(both, info)
+    variables = combined(parts, [0.3, 0.7], ["logits", "logits"])
+    assert {"m0_bag0", "m0_bag1", "m0_logits", "m1_embed", "m1_logits"} <= set(variables["params"])
+    out = np.asarray(build(spec).apply(variables, data.x_val)[0])
+    np.testing.assert_allclose(out, 0.3 * logits[0] + 0.7 * logits[1], rtol=1e-4, atol=1e-4)
+    expected = np.asarray(jax.nn.softmax(out, axis=-1))
+    np.testing.assert_allclose(OnnxClassifier(to_onnx_bytes(spec, variables)).predict_proba(data.x_val), expected,
+                               atol=1e-4)
