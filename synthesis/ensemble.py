@@ -97,7 +97,8 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     validated = combined([fitted_variables, variables], [weight, 1 - weight], outputs)
     delivered = combined([_refitted(fitted, info, data, reporter), variables], [weight, 1 - weight], outputs)
     accuracy, loss = options["ensemble"]
-    trial = Trial(len(trials), candidate, params=analyse(spec).params, macs=analyse(spec).macs, status="completed",
+    size = analyse(spec)
+    trial = Trial(len(trials), candidate, params=size.params, macs=size.macs, status="completed",
                   curve=[accuracy], predicted=accuracy, latency_ms=floor_trial.latency_ms + winner.latency_ms,
                   result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=validated))
     trials.append(trial)
