@@ -208,3 +208,18 @@ def test_an_ensemble_network_sums_its_members_logits_scaled_by_their_weights_in_
     expected = np.asarray(jax.nn.softmax(out, axis=-1))
     np.testing.assert_allclose(OnnxClassifier(to_onnx_bytes(spec, variables)).predict_proba(data.x_val), expected,
                                atol=1e-4)
+
+
+def test_models_are_compared_at_their_own_best_temperature() -> None:
+    """A network made less sure of itself (as label smoothing makes it) keeps its accuracy and, once calibrated,
+    its log-loss: the comparison with the unsmoothed floor is not decided by how sure each was trained to be."""
+    from synthesis.ensemble import TEMPERATURES, calibrated, scores
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 500)
+    logits = rng.normal(size=(500, 3)) + 2.0 * np.eye(3)[y]
+    sure, unsure = calibrated(logits * 2.0, y), calibrated(logits, y)
+    assert sure[0] == unsure[0] and sure[1] == pytest.approx(unsure[1], rel=1e-9)
+    assert sure[2] == pytest.approx(2.0 * unsure[2])  # the surer logits are softened twice as much
+    assert scores(logits, y)[1] > unsure[1] + 0.01  # uncalibrated, the softer network looked worse
+    assert sure[1] == min(scores(logits / t, y)[1] for t in TEMPERATURES)
