@@ -206,15 +206,18 @@ def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
 
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
            reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
-    """Train the best-ranked candidate further — from its search weights when it has them and the search saw every
+    """Train the best-ranked network further — from its search weights when it has them and the search saw every
     training row, else from scratch — with a schedule sized to the time left, run to its end (the best weights
     come as the learning rate decays, which early stopping would cut off); keep whichever weights validate better.
+    The text floor is fitted, not trained: it competes afterwards (`synthesis.ensemble`), or ships alone when no
+    network trained.
 
     Weights trained on a sample and then on all rows generalise worse than fresh ones trained on all rows (Ash
     and Adams, "On Warm-Starting Neural Network Training", NeurIPS 2020). MNIST at split seed 0, one run each:
     from the search's 10,000-row weights 0.45 % test error (99.50 % validation), from scratch 0.40 % (99.57 %).
     """
-    for winner in _ranked(search):
+    ranked = _ranked(search)
+    for winner in (t for t in ranked if not space.is_fitted(t.candidate)):  # the floor needs no training
         end, most = budget.final_end(), 10 * search.config.horizon  # small data: hundreds of epochs fit
         if budget.reproducible:
             epochs, time_limit = min(most, max(budget.epochs_left(end), 1)), None
@@ -251,6 +254,9 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         if chosen is final.variables:
             winner.predicted = max(winner.predicted, final.best_metric)
         return winner, chosen
+    floor = search.floor[0] if search.floor is not None else None
+    if floor is not None and floor.result is not None and floor.result.variables is not None:
+        return floor, floor.result.variables  # no network trained: the linear floor alone
     raise RuntimeError("no candidate could be trained to completion")
 
 

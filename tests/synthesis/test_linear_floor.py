@@ -223,3 +223,17 @@ def test_models_are_compared_at_their_own_best_temperature() -> None:
     assert sure[2] == pytest.approx(2.0 * unsure[2])  # the surer logits are softened twice as much
     assert scores(logits, y)[1] > unsure[1] + 0.01  # uncalibrated, the softer network looked worse
     assert sure[1] == min(scores(logits / t, y)[1] for t in TEMPERATURES)
+
+
+def test_final_training_goes_to_the_best_network_even_when_the_floor_ranks_first() -> None:
+    """On rows a linear model separates perfectly the floor ranks first; the final share still trains a network
+    (the floor is fitted, not trained), and the floor, the network or their average ships by validation."""
+    task = bag_task(n=400, noise=2)
+    events = Events()
+    result = synthesize(task, Budget(epochs=8), Options(seed=1, latency=LATENCY, compress=False), events)
+    floor_id = result.log[0]["id"]
+    assert result.log[0]["accuracy"] == max(e["accuracy"] for e in result.log[:-1])  # the floor is (one of) the best
+    finals = [p for kind, p in events.events if kind == "final"]
+    assert finals and all(p["candidate"] != floor_id for p in finals)
+    kinds = {kind for kind, _ in events.events}
+    assert "ensemble" in kinds or "final_fallback" in kinds  # compared with the floor either way
