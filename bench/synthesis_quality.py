@@ -152,7 +152,7 @@ def run_one(dataset: str, system: str, budget_s: float, args: argparse.Namespace
         from peers import hand_cnn
 
         result = hand_cnn.train_and_score(split.x_train, split.y_train, split.x_test, split.y_test, budget_s,
-                                          args.seed)
+                                          args.seed, flip=dataset in datasets.MIRRORABLE)
     elif system == "tfidf":
         from peers import tfidf
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
 from synthesis import ensemble, select, space
+from synthesis.augment import flip_test
 from synthesis.budget import Budget, Schedule
 from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
@@ -135,15 +136,16 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
     search = Search(info, searched, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
-    compressed = None
+    compressed, flip = None, False
     if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)
         delivered, reporter = variables, NullReporter()
     else:
         reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
         reporter.stage("final_training")
+        flip = _flips(search, info, data, reporter)
         try:
-            winner, variables = _final(search, info, data, budget, reporter)
+            winner, variables = _final(search, info, data, budget, reporter, flip)
             winner, variables, delivered = ensemble.finish(trials, search.floor, winner, variables, info, data,
                                                            reporter)
         except Cancelled:
@@ -152,8 +154,8 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             delivered, reporter = variables, NullReporter()
     spec = space.to_spec(winner.candidate, info)
     if search.stop_reason != "cancelled" and options.compress:
-        base = winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000, time_limit_s=None,
-                                                        patience=None)
+        base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
+                                                                time_limit_s=None, patience=None), flip=flip)
         fine = fine_synthesis(spec, variables, data, (x[split.test], task.y[split.test]), budget, base,
                               options.tolerance, options.seed, reporter)
         compressed = fine.variant
@@ -204,13 +206,25 @@ def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
     return best, best.result.variables
 
 
+def _flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> bool:
+    """Whether the final training (and compression's retraining) flips images, by the flip test of the best
+    network the search trained (`synthesis.augment`; search trials never flip); False for text."""
+    best = search.best_trained()
+    if info.modality != "image" or best is None or best.result is None or best.result.variables is None:
+        return False
+    test = flip_test(space.to_spec(best.candidate, info), best.result.variables, data)
+    if test is not None:
+        reporter.event("augmentation", {"candidate": best.candidate.id, **test.to_dict()})
+    return test is not None and test.flip
+
+
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
-           reporter: Reporter) -> tuple[Trial, dict[str, Any]]:
+           reporter: Reporter, flip: bool = False) -> tuple[Trial, dict[str, Any]]:
     """Train the best-ranked network further — from its search weights when it has them and the search saw every
     training row, else from scratch — with a schedule sized to the time left, run to its end (the best weights
     come as the learning rate decays, which early stopping would cut off); keep whichever weights validate better.
     The text floor is fitted, not trained: it competes afterwards (`synthesis.ensemble`), or ships alone when no
-    network trained.
+    network trained. Images are mirrored at random when `flip` (`_flips`).
 
     Weights trained on a sample and then on all rows generalise worse than fresh ones trained on all rows (Ash
     and Adams, "On Warm-Starting Neural Network Training", NeurIPS 2020). MNIST at split seed 0, one run each:
@@ -226,8 +240,8 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
             epochs = search.pace.epochs_within(time_limit, winner.macs, len(data.x_train), most,
                                                measured=winner.result, batch_size=winner.candidate.hparams.batch_size,
                                                margin=FINAL_MARGIN)
-        config = winner.candidate.hparams.to_train_config(
-            epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit)
+        config = replace(winner.candidate.hparams.to_train_config(
+            epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit), flip=flip)
         searched = winner.result.variables if winner.result is not None else None
         start = searched if len(search.data.x_train) == len(data.x_train) else None  # a sample: start afresh
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,

@@ -25,6 +25,9 @@ TEXT_SETS = {"sms": "sms_spam", "mr": "mr", "cr": "cr", "mpqa": "mpqa"}
 """The text sets and their folders under the data directory (CSV ``text,label``)."""
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 QUICK_MNIST = (6_000, 1_000)
+MIRRORABLE = frozenset({"cifar10_small"})
+"""The image sets whose labels survive a left-right flip (photos of objects, not digits): the hand-written peer
+flips these, as an engineer who looked at the data would; netsynth decides for itself (`synthesis.augment`)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ def load(name: str, seed: int, quick: bool = False, data_dir: Path = SHARED_DATA
     if name == "cifar10_small":
         from store.ingest import ImageData, Limits, load_file
 
-        zips = [load_file(data_dir / "cifar10_small" / f"{part}.zip", "zip", Limits()) for part in ("train", "test")]
+        zips = [load_file(data_dir / "cifar10_small" / f"{part}.zip", "image_zip", Limits())
+                for part in ("train", "test")]
         train, test = (z for z in zips if isinstance(z, ImageData))
         if list(train.classes) != list(test.classes):
             raise ValueError("cifar10_small: the training and test zips name different classes")

@@ -3,7 +3,8 @@
 conv3x3-BN-ReLU 32, 32, max-pool, 64, 64, max-pool, 128, global average pooling, dropout 0.2, linear;
 SGD with Nesterov momentum 0.9, peak learning rate 0.2, weight decay 5e-4, label smoothing 0.1, 15 % linear
 warm-up then cosine decay driven by elapsed time over the budget (so training ends at the budget with the
-learning rate at zero); random shifts of up to 2 pixels; batch 128; pixels standardised by the training set's
+learning rate at zero); random shifts of up to 2 pixels, and left-right flips where the caller says the labels
+allow them (photos, not digits); batch 128; pixels standardised by the training set's
 mean and standard deviation; channels-last; 2 threads.
 """
 
@@ -53,9 +54,18 @@ def shifted(padded: torch.Tensor, size: tuple[int, int], gen: torch.Generator) -
     return out
 
 
+def mirrored(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Each image of a batch [N, C, H, W] mirrored left-right with probability 1/2."""
+    rows = torch.rand(x.shape[0], generator=gen) < 0.5
+    out = x.clone()
+    out[rows] = x[rows].flip(3)
+    return out
+
+
 def train_and_score(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
-                    budget_s: float, seed: int, threads: int = 2) -> dict[str, Any]:
-    """Train on images uint8 [N, H, W, C] for `budget_s` seconds, then return the test error and figures."""
+                    budget_s: float, seed: int, threads: int = 2, flip: bool = False) -> dict[str, Any]:
+    """Train on images uint8 [N, H, W, C] for `budget_s` seconds (mirrored at random when `flip`), then return
+    the test error and figures."""
     start = time.monotonic()
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
@@ -87,7 +97,8 @@ def train_and_score(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(fraction)
             rows = order[first:first + batch]
-            x = shifted(padded[rows], size, gen).contiguous(memory_format=torch.channels_last)
+            x = shifted(padded[rows], size, gen)
+            x = (mirrored(x, gen) if flip else x).contiguous(memory_format=torch.channels_last)
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), labels[rows])
             loss.backward()
@@ -102,5 +113,5 @@ def train_and_score(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
     return {"test_error": errors / len(y_test), "params": sum(p.numel() for p in model.parameters()),
             "wall_s": time.monotonic() - start,
             "details": {"epochs": round(steps * batch / len(labels), 2), "steps": steps,
-                        "train_s": round(train_s, 1), "threads": torch.get_num_threads(),
+                        "train_s": round(train_s, 1), "flip": flip, "threads": torch.get_num_threads(),
                         "torch": torch.__version__, "final_loss": float(loss.detach()) if steps else None}}
