@@ -31,7 +31,7 @@ from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
 from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
-from synthesis.stopping import AHEAD_AFTER, leader_ahead
+from synthesis.stopping import AHEAD_AFTER, Run, leader_ahead
 from synthesis.trial import Trial, TrialResult, memory_estimate, run_trial
 
 
@@ -196,11 +196,18 @@ class Search:
         if self._since_best >= self.config.converged_after and spent >= self.config.converged_not_before:
             self.stop_reason, self._done = "converged", True
         networks = [t for t in self.trials if t.curve and t.status != "failed" and not space.is_fitted(t.candidate)]
-        lead = None if self._done else leader_ahead([t.curve for t in networks], len(self.data.y_val))
+        lead = None if self._done else leader_ahead([self._run(t) for t in networks], len(self.data.y_val))
         if lead is not None:  # the rest of the search's time goes to the leader's final training
             self.stop_reason, self._done = "leader_ahead", True
             self.reporter.event("leader_ahead", {"candidate": networks[lead].candidate.id, "beaten": [
                 t.candidate.id for t in networks[lead + 1:]][-AHEAD_AFTER:]})
+
+    def _run(self, trial: Trial) -> Run:
+        """A trained trial as the leader rule compares it: by training seconds under a time budget, else by epochs."""
+        result = trial.result
+        if self.budget.reproducible or result is None or not trial.curve:
+            return Run(trial.curve)
+        return Run(trial.curve, max(result.seconds - result.compile_s, 0.0) / len(trial.curve))
 
     def run(self) -> list[Trial]:
         """Run trials until the search share of the budget is spent, the search converges or the user cancels."""
