@@ -66,8 +66,8 @@ def _data() -> tuple[Dataset, Any]:
 
 
 @pytest.mark.parametrize(("challenger", "ends", "budget"), [
-    (0.3, True, {"epochs": 60}), (0.3, True, {"seconds": 600}), (0.85, False, {"epochs": 60})])
-def test_the_search_ends_when_its_leader_is_far_ahead(challenger: float, ends: bool, budget: dict[str, int],
+    (0.3, True, "epochs"), (0.3, True, "seconds"), (0.85, False, "epochs")])
+def test_the_search_ends_when_its_leader_is_far_ahead(challenger: float, ends: bool, budget: str,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Scripted curves: the first candidate leads from its first epoch; the others stay at `challenger` (under a
     time budget each scripted trial reports 1 s of training)."""
@@ -88,8 +88,9 @@ def test_the_search_ends_when_its_leader_is_far_ahead(challenger: float, ends: b
             events.append((kind, payload))
 
     data, info = _data()
-    search = Search(info, data, Budget(**budget), SearchConfig(horizon=2, seed=0, converged_after=100), Constraints(),
-                    LATENCY, Recorder())
+    limit = Budget(epochs=60) if budget == "epochs" else Budget(seconds=600)
+    search = Search(info, data, limit, SearchConfig(horizon=2, seed=0, converged_after=100), Constraints(), LATENCY,
+                    Recorder())
     trials = search.run()
     if ends:
         assert search.stop_reason == "leader_ahead" and len(trials) == AHEAD_AFTER + 1
