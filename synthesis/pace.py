@@ -53,12 +53,16 @@ class Pace:
     def epochs_within(self, seconds: float, macs: int, samples: int, most: int,
                       measured: TrialResult | None = None, batch_size: int = 0, margin: float = MARGIN) -> int:
         """How many epochs (1..most) fit in `margin` of `seconds`, compilation and one validation per epoch
-        included; `most` while nothing is known. A network's own `measured` step time (at `batch_size`) beats
-        the median rate of other networks: seconds per multiply-add differ several-fold between block types."""
+        included; `most` while nothing is known. A network's own `measured` step time (at `batch_size`) and
+        compilation beat the median of other networks: seconds per multiply-add differ several-fold between block
+        types, and compilation more (on cifar10_small at 1,200 s the MobileNet seed's one epoch took 128 s, most of it
+        compilation, where the hand CNN's epochs took about 15 s; planned with the median over all seeds, the hand
+        CNN's final training ran 27 epochs and ended 225 s before its share did)."""
         own = measured is not None and measured.step_s > 0 and batch_size > 0 and samples > 0
         per_epoch = measured.step_s * math.ceil(samples / batch_size) if own and measured else \
             self.epoch_seconds(macs, samples)
         if per_epoch is None or not math.isfinite(seconds):
             return most
-        usable = margin * (seconds - self.compile_seconds()) / (1 + VALIDATION_SHARE)
+        compile_s = measured.compile_s if own and measured and measured.compile_s > 0 else self.compile_seconds()
+        usable = margin * (seconds - compile_s) / (1 + VALIDATION_SHARE)
         return max(1, min(most, int(usable / max(per_epoch, 1e-9))))
