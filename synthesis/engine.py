@@ -249,7 +249,8 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
-                                 "train_rows": len(data.x_train)})
+                                 "planned_epochs": epochs, "seconds": round(final.seconds, 1),
+                                 "time_limit_s": time_limit and round(time_limit, 1), "train_rows": len(data.x_train)})
         # the same network before and after its final schedule: accuracy decides (ties: the final weights), as
         # the schedule's end lowers the loss by itself; synthesis.select ranks different networks
         measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
