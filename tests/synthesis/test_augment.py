@@ -12,8 +12,8 @@ from synthesis import engine, trial
 from synthesis.augment import FLIP_RETAINED, FlipTest
 from synthesis.budget import Budget
 from synthesis.engine import Options, Task, synthesize
-from synthesis.progress import NullReporter
 from synthesis.space import LatencyModel
+from tests.synthesis.events import Events
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
 
@@ -32,14 +32,6 @@ def blobs(axis: int, rows: int = 1_000, seed: int = 0) -> Task:
     return Task("image", x, y.astype(np.int64), 2)
 
 
-class _Recorder(NullReporter):
-    def __init__(self) -> None:
-        self.events: dict[str, list[Any]] = {}
-
-    def event(self, kind: str, payload: Any) -> None:
-        self.events.setdefault(kind, []).append(payload)
-
-
 def _flip_configs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """The `flip` of every training configuration the engine's final training runs with."""
     seen: list[bool] = []
@@ -56,9 +48,9 @@ def _flip_configs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 @pytest.mark.parametrize(("axis", "flips"), [(1, True), (2, False)])
 def test_the_final_training_flips_only_where_mirroring_keeps_the_labels(
         axis: int, flips: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    events, seen = _Recorder(), _flip_configs(monkeypatch)
+    events, seen = Events(), _flip_configs(monkeypatch)
     result = synthesize(blobs(axis), Budget(epochs=6), Options(latency=LATENCY, compress=False), events)
-    (test,) = events.events["augmentation"]
+    (test,) = events.of("augmentation")
     assert test["val_accuracy"] > 0.9  # the blob's half is easy to learn
     if flips:  # top / bottom: the mirror image is as easy
         assert test["mirrored_val_accuracy"] > 0.9 and test["retained"] >= FLIP_RETAINED
@@ -72,10 +64,10 @@ def test_text_gets_no_flip_test(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(0)
     x = rng.integers(1, 30, (300, 12)).astype(np.int32)
     y = (x[:, 0] > 15).astype(np.int64)
-    events, seen = _Recorder(), _flip_configs(monkeypatch)
+    events, seen = Events(), _flip_configs(monkeypatch)
     synthesize(Task("text", x, y, 2, vocab_size=31), Budget(epochs=4), Options(latency=LATENCY, compress=False),
                events)
-    assert "augmentation" not in events.events and seen and not any(seen)
+    assert not events.of("augmentation") and seen and not any(seen)
 
 
 @pytest.mark.parametrize(("accuracy", "mirrored", "chance", "retained"), [

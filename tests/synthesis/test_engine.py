@@ -23,6 +23,7 @@ from synthesis.search import Search
 from synthesis.space import Constraints, LatencyModel, SpaceInfo, seeds, to_spec
 from synthesis.trial import Trial
 from tests.datasets import digits_arrays
+from tests.synthesis.events import Events
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)  # fixed, so runs do not depend on this machine
 
@@ -124,22 +125,14 @@ def test_time_budget_trials_start_within_the_search_share(digits_task: Task) -> 
     assert result.seconds > 0
 
 
-class _Events(NullReporter):
-    def __init__(self) -> None:
-        self.events: dict[str, list[Any]] = {}
-
-    def event(self, kind: str, payload: Any) -> None:
-        self.events.setdefault(kind, []).append(payload)
-
-
 def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
         digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
-    events, budget, searches = _Events(), Budget(epochs=8), _record_searches(monkeypatch)
+    events, budget, searches = Events(), Budget(epochs=8), _record_searches(monkeypatch)
     result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
     train_rows, searched_rows = result.split["train"], [len(s.data.x_train) for s in searches]
-    assert searched_rows == [events.events["split"][0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
-    assert [e["train_rows"] for e in events.events["final"]] == [train_rows] and train_rows > 300
+    assert searched_rows == [events.of("split")[0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
+    assert [e["train_rows"] for e in events.of("final")] == [train_rows] and train_rows > 300
     assert budget.schedule == LARGE_DATA  # the final training, on all rows, gets the larger share
     assert result.model.metrics["test_accuracy"] > 0.3
     _assert_final_start(events, searches[0], from_search=False)  # new rows: a fresh start
@@ -147,7 +140,7 @@ def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
 
 def test_on_all_rows_the_final_training_starts_from_the_winners_search_weights(
         digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
-    events, searches = _Events(), _record_searches(monkeypatch)
+    events, searches = Events(), _record_searches(monkeypatch)
     synthesize(digits_task, Budget(epochs=8), Options(latency=LATENCY, compress=False), events)
     _assert_final_start(events, searches[0], from_search=True)
 
@@ -165,8 +158,8 @@ def _record_searches(monkeypatch: pytest.MonkeyPatch) -> list[Search]:
     return searches
 
 
-def _assert_final_start(events: _Events, search: Search, from_search: bool) -> None:
-    final = events.events["final"][0]
+def _assert_final_start(events: Events, search: Search, from_search: bool) -> None:
+    final = events.of("final")[0]
     winner = next(t for t in search.trials if t.candidate.id == final["candidate"])
     assert winner.result is not None and winner.result.variables is not None  # the search kept its weights ...
     assert final["from_search"] is from_search  # ... and they are the start only where no rows are new
@@ -176,12 +169,12 @@ def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> 
     """Identical images cannot be told apart: whatever the network learns, it validates at most as well as
     always answering the commonest class (70 %), and the user is told so."""
     y = np.arange(200) % 10 < 7
-    events = _Events()
+    events = Events()
     result = synthesize(Task("image", np.zeros((200, 8, 8, 1), np.uint8), y.astype(np.int64), 2), Budget(epochs=4),
                         Options(latency=LATENCY, compress=False), events)
     warning = result.model.metrics["warning"]
     assert "commonest class alone 70.0%" in warning and "larger budget" in warning
-    assert events.events["warning"] == [{"message": warning}]
+    assert events.of("warning") == [{"message": warning}]
 
 
 def test_the_chance_level_warning_compares_with_the_commonest_class() -> None:

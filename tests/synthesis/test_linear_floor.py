@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import jax
 import numpy as np
@@ -19,6 +18,7 @@ from synthesis.budget import Budget
 from synthesis.engine import Options, Task, synthesize
 from synthesis.space import Candidate, LatencyModel, SpaceInfo, seeds, to_spec
 from synthesis.space.text import LINEAR
+from tests.synthesis.events import Events
 
 LENGTH, BAG, VOCAB, WORDS = 8, 12, 200, 60
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
@@ -132,20 +132,6 @@ def test_text_seeds_start_with_the_floor_only_where_the_input_has_an_n_gram_bag(
     assert all(c.arch.get("encoder") != "linear" for c in seeds(no_bag))
 
 
-class Events:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def stage(self, name: str) -> None:
-        pass
-
-    def progress(self, fraction: float, metrics: Any) -> None:
-        pass
-
-    def event(self, kind: str, payload: Any) -> None:
-        self.events.append((kind, dict(payload)))
-
-
 def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_validation() -> None:
     task = bag_task(n=600, noise=8)
     events = Events()
@@ -153,7 +139,7 @@ def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_va
     first = result.log[0]
     assert first["origin"] == "seed:linear" and first["status"] == "completed" and first["reason"].startswith("C=")
     assert all(not e["origin"].startswith("mutation:" + first["id"]) for e in result.log)  # the floor is not mutated
-    choice = [p for kind, p in events.events if kind == "ensemble"]
+    choice = events.of("ensemble")
     delivered = result.model.metrics["candidate"]
     if choice:  # the floor did not win outright: network, floor and their average were compared
         chosen = choice[0]["chosen"]
@@ -162,7 +148,7 @@ def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_va
         if chosen == "ensemble":
             assert result.log[-1]["origin"] == f"ensemble:{first['id']}+{choice[0]['network']}"
     with_floor = delivered == first["id"] or result.log[-1]["origin"].startswith("ensemble:")
-    assert with_floor == any(kind == "refit" for kind, _ in events.events)  # the floor ships refitted on all rows
+    assert with_floor == bool(events.of("refit"))  # the floor ships refitted on all rows
     assert result.model.metrics["test_accuracy"] >= 0.9
 
 
@@ -183,7 +169,7 @@ def test_an_unpredictive_network_never_ships_over_the_floor() -> None:
     events = Events()
     trials = [floor_trial, net_trial]
     shipped, _, _ = finish(trials, (floor_trial, fitted), net_trial, weights, info, data, events)
-    (choice,) = [p for kind, p in events.events if kind == "ensemble"]
+    (choice,) = events.of("ensemble")
     assert choice["chosen"] in ("floor", "ensemble") and shipped is not net_trial
     assert choice["network_val"]["accuracy"] < 0.6 < choice["floor_val"]["accuracy"]
 
@@ -233,7 +219,7 @@ def test_final_training_goes_to_the_best_network_even_when_the_floor_ranks_first
     result = synthesize(task, Budget(epochs=8), Options(seed=1, latency=LATENCY, compress=False), events)
     floor_id = result.log[0]["id"]
     assert result.log[0]["accuracy"] == max(e["accuracy"] for e in result.log[:-1])  # the floor is (one of) the best
-    finals = [p for kind, p in events.events if kind == "final"]
+    finals = events.of("final")
     assert finals and all(p["candidate"] != floor_id for p in finals)
-    kinds = {kind for kind, _ in events.events}
+    kinds = {kind for kind, _ in events.log}
     assert "ensemble" in kinds or "final_fallback" in kinds  # compared with the floor either way

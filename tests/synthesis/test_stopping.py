@@ -11,11 +11,11 @@ from core.data import Dataset
 from synthesis import search as search_module
 from synthesis.budget import Budget
 from synthesis.engine import Task, space_info
-from synthesis.progress import NullReporter
 from synthesis.search import Search, SearchConfig
 from synthesis.space import Constraints, LatencyModel
 from synthesis.stopping import AHEAD_AFTER, Run, beaten, leader_ahead
 from synthesis.trial import TrialResult
+from tests.synthesis.events import Events
 
 LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
 ROWS = 1_000
@@ -81,21 +81,16 @@ def test_the_search_ends_when_its_leader_is_far_ahead(challenger: float, ends: b
 
     calls: list[Any] = []
     monkeypatch.setattr(search_module, "run_trial", scripted)
-    events: list[tuple[str, Any]] = []
-
-    class Recorder(NullReporter):
-        def event(self, kind: str, payload: Any) -> None:
-            events.append((kind, payload))
-
+    events = Events()
     data, info = _data()
     limit = Budget(epochs=60) if budget == "epochs" else Budget(seconds=600)
     search = Search(info, data, limit, SearchConfig(horizon=2, seed=0, converged_after=100), Constraints(), LATENCY,
-                    Recorder())
+                    events)
     trials = search.run()
     if ends:
         assert search.stop_reason == "leader_ahead" and len(trials) == AHEAD_AFTER + 1
-        ((_kind, payload),) = [e for e in events if e[0] == "leader_ahead"]
+        (payload,) = events.of("leader_ahead")
         assert payload == {"candidate": trials[0].candidate.id, "beaten": [t.candidate.id for t in trials[1:]]}
     else:  # within noise of the leader (100 rows): the search goes on to its end
         assert search.stop_reason == "budget" and len(trials) > AHEAD_AFTER + 1
-        assert not [e for e in events if e[0] == "leader_ahead"]
+        assert not events.of("leader_ahead")
