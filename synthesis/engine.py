@@ -212,7 +212,7 @@ def _flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Repor
     best = search.best_trained()
     if info.modality != "image" or best is None or best.result is None or best.result.variables is None:
         return False
-    test = flip_test(space.to_spec(best.candidate, info), best.result.variables, data)
+    test = flip_test(space.to_spec(best.candidate, info), best.result.variables, best.result.best_metric, data)
     if test is not None:
         reporter.event("augmentation", {"candidate": best.candidate.id, **test.to_dict()})
     return test is not None and test.flip

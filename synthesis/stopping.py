@@ -61,6 +61,6 @@ def leader_ahead(runs: Sequence[Run], rows: int, after: int = AHEAD_AFTER) -> in
         return None
     leader = max(trained, key=lambda i: (max(runs[i].curve), -i))
     challengers = [i for i in trained if i != leader][-after:]
-    if not all(i > leader for i in challengers) or len(challengers) < after:
+    if not all(i > leader for i in challengers):
         return None  # the leader must be older than its challengers: it beat them, not they it
     return leader if all(beaten(runs[leader], runs[i], rows) for i in challengers) else None
