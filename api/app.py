@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
+from api.openapi import install_problem_schema
 from api.routes import datasets, health, jobs, me, models, search
 from api.tasks import make_sender
 from store.db import make_engine, make_session_factory
@@ -42,4 +43,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router, prefix=API_PREFIX)
     for module in (me, datasets, jobs, search, models):
         app.include_router(module.router, prefix=API_PREFIX)
+    install_problem_schema(app)
     return app

@@ -67,12 +67,17 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
 }
 
 
-def lookup(exc: BaseException) -> ProblemType | None:
-    """Return the table entry for `exc`'s class or its nearest listed base class, or None."""
-    for cls in type(exc).__mro__:
+def entry_for(error: type[BaseException]) -> ProblemType | None:
+    """Return the table entry for the exception class `error` or its nearest listed base class, or None."""
+    for cls in error.__mro__:
         if cls in ERROR_TABLE:
             return ERROR_TABLE[cls]
     return None
+
+
+def lookup(exc: BaseException) -> ProblemType | None:
+    """Return the table entry for `exc`'s class or its nearest listed base class, or None."""
+    return entry_for(type(exc))
 
 
 def problem(status: int, detail: str, instance: str, type_: str = "about:blank", **extra: Any) -> JSONResponse:

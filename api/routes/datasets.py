@@ -13,16 +13,18 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from api.deps import CurrentUser, SessionDep, SettingsDep
+from api.openapi import ProblemRoute, problems
+from api.schemas import storable
 from api.schemas.datasets import DatasetOut
 from api.upload import Received, receive_file
 from store.blobs import BlobStore, FileBlobStore
-from store.errors import Conflict, InvalidInput, NotFound
+from store.errors import Conflict, DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import inspect_file
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
 from store.settings import Settings
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+router = APIRouter(route_class=ProblemRoute, prefix="/datasets", tags=["datasets"])
 _RESIZE = re.compile(r"^\s*(\d{1,4})\s*[x,]\s*(\d{1,4})\s*$")
 
 UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
@@ -43,6 +45,7 @@ def get_blobs(settings: SettingsDep) -> BlobStore:
 
 
 BlobsDep = Annotated[BlobStore, Depends(get_blobs)]
+NO_DATASET: dict[type[Exception], str] = {NotFound: "No such dataset of the caller's."}
 
 
 def owned_dataset(session: Session, user: User, dataset_id: uuid.UUID) -> Dataset:
@@ -53,10 +56,20 @@ def owned_dataset(session: Session, user: User, dataset_id: uuid.UUID) -> Datase
     return dataset
 
 
+def _text(value: str, what: str, limit: int) -> str:
+    """`value` if it fits its column: at most `limit` characters the database can store; InvalidInput otherwise."""
+    if len(value) > limit:
+        raise InvalidInput(f"{what} may be at most {limit} characters")
+    try:
+        return storable(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{what} {exc}") from exc
+
+
 def _form_options(received: Received) -> tuple[str, tuple[int, int] | None]:
-    name = received.fields.get("name", "").strip() or Path(received.filename).stem or "dataset"
-    if len(name) > 200:
-        raise InvalidInput("a dataset name may be at most 200 characters")
+    _text(received.filename, "a file name", 255)
+    name = _text(received.fields.get("name", "").strip() or Path(received.filename).stem or "dataset",
+                 "a dataset name", 200)
     resize = None
     if raw := received.fields.get("resize", "").strip():
         match = _RESIZE.match(raw)
@@ -88,7 +101,12 @@ def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, 
     return dataset
 
 
-@router.post("", status_code=201, openapi_extra=UPLOAD_BODY)
+@router.post("", status_code=201, openapi_extra=UPLOAD_BODY, responses=problems({
+    InvalidInput: "The body is not a form with a 'file' part, or its name or resize is not valid.",
+    DatasetRejected: "The file is not a dataset the service can use: `reason` says why.",
+    Conflict: "The caller already has a dataset of that name.",
+    PayloadTooLarge: "The file is larger than the service accepts.",
+}))
 async def upload_dataset(request: Request, response: Response, user: CurrentUser, session: SessionDep,
                          settings: SettingsDep, blobs: BlobsDep) -> DatasetOut:
     """Upload a labelled dataset; it is validated and profiled before it is accepted (422 says why not)."""
@@ -108,13 +126,14 @@ def list_datasets(user: CurrentUser, session: SessionDep) -> list[DatasetOut]:
     return [DatasetOut.model_validate(d) for d in session.scalars(query)]
 
 
-@router.get("/{dataset_id}")
+@router.get("/{dataset_id}", responses=problems(NO_DATASET))
 def read_dataset(dataset_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> DatasetOut:
     """One of the user's datasets, with its profile."""
     return DatasetOut.model_validate(owned_dataset(session, user, dataset_id))
 
 
-@router.delete("/{dataset_id}", status_code=204)
+@router.delete("/{dataset_id}", status_code=204, responses=problems(
+    {**NO_DATASET, Conflict: "A queued or running job still uses the dataset."}))
 def delete_dataset(dataset_id: uuid.UUID, user: CurrentUser, session: SessionDep, blobs: BlobsDep) -> None:
     """Delete a dataset and its file; finished jobs and their models stay. 409 while a job still uses it."""
     dataset = owned_dataset(session, user, dataset_id)

@@ -6,7 +6,7 @@ Every route is scoped to the caller: another user's job or dataset answers 404 e
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from celery import Celery
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep
 from api.events import EVENT_STREAM, JSON, MAX_SEQ, event_stream, prefers_json
+from api.openapi import ProblemRoute, problems
 from api.routes.datasets import owned_dataset
 from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
@@ -25,7 +26,7 @@ from store.leases import request_cancel
 from store.models import DEFAULT_TOLERANCE, VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
 from store.settings import Settings
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 
 BROKER_DOWN = "the task broker did not answer; resubmit the job"
 AUTO_TIERS: tuple[tuple[int, BudgetTier], ...] = ((10_000, BudgetTier.LOW), (100_000, BudgetTier.MEDIUM))
@@ -92,14 +93,15 @@ def _enqueue(session: Session, sender: Celery, job: Job) -> None:
         raise
 
 
-_PROBLEMS: dict[int | str, dict[str, Any]] = {
-    404: {"description": "No such job or dataset of the caller's."},
-    409: {"description": "The dataset is not ready, or the job already ended."},
-    503: {"description": "The task broker did not answer: the job was marked failed."},
-}
+NO_JOB: dict[type[Exception], str] = {NotFound: "No such job of the caller's."}
 
 
-@router.post("", status_code=201, responses={k: _PROBLEMS[k] for k in (404, 409, 503)})
+@router.post("", status_code=201, responses=problems({
+    NotFound: "No such dataset of the caller's.",
+    Conflict: "The dataset is not ready.",
+    InvalidInput: "Both a time budget and an epoch budget were given.",
+    Unavailable: "The task broker did not answer: the job was marked failed.",
+}))
 def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep, sender: SenderDep,
                request: Request, response: Response) -> JobOut:
     """Queue a synthesis job on one of the caller's ready datasets."""
@@ -139,14 +141,14 @@ def list_jobs(user: CurrentUser, session: SessionDep,
     return [_out(job, models[job.id]) for job in jobs]
 
 
-@router.get("/{job_id}", responses={404: _PROBLEMS[404]})
+@router.get("/{job_id}", responses=problems(NO_JOB))
 def read_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> JobOut:
     """One of the caller's jobs."""
     job = owned_job(session, user, job_id)
     return _out(job, _models(session, [job])[job.id])
 
 
-@router.post("/{job_id}/cancel", responses={k: _PROBLEMS[k] for k in (404, 409)})
+@router.post("/{job_id}/cancel", responses=problems({**NO_JOB, Conflict: "The job already ended."}))
 def cancel_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> JobOut:
     """Cancel a queued job now, or ask a running job's worker to stop (`cancel_requested`); idempotent."""
     job = owned_job(session, user, job_id, lock=True)
@@ -165,7 +167,7 @@ def cancel_job(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> Job
             "description": "Server-Sent Events, or the events so far as a JSON list when `Accept` prefers JSON.",
             "content": {EVENT_STREAM: {}, JSON: {"schema": {"type": "array", "items": _EVENT_SCHEMA}}},
         },
-        404: _PROBLEMS[404],
+        **problems(NO_JOB),
     },
 )
 def job_events(job_id: uuid.UUID, user: CurrentUser, session: SessionDep, request: Request,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import CurrentUser, SessionDep
+from api.openapi import ProblemRoute
 from api.schemas import UserOut, UserUpdate
 
-router = APIRouter(prefix="/me", tags=["users"])
+router = APIRouter(route_class=ProblemRoute, prefix="/me", tags=["users"])
 
 
 @router.get("")

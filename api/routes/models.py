@@ -18,15 +18,17 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
+from api.openapi import ProblemRoute, problems
 from api.package import native_package
 from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
 from api.upload import bounded
-from store.errors import InvalidInput, NotFound, PayloadTooLarge
+from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import Limits, decode_image
 from store.models import Job, TrainedModel
 from store.package import image_shape, network_input, resize_policy
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(route_class=ProblemRoute, prefix="/models", tags=["models"],
+                   responses=problems({NotFound: "No model of the caller's jobs has this id."}))
 
 MAX_INPUTS = 256
 """Most inputs (files or texts) one predict request may carry."""
@@ -104,7 +106,11 @@ def download_model(
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-@router.post("/{model_id}/predict", openapi_extra={"requestBody": _PREDICT_BODY})
+@router.post("/{model_id}/predict", openapi_extra={"requestBody": _PREDICT_BODY}, responses=problems({
+    InvalidInput: "The inputs are not of the model's kind, none were sent, or the form cannot be read.",
+    DatasetRejected: "An image cannot be decoded: the detail names the file.",
+    PayloadTooLarge: f"More than {MAX_INPUTS} inputs, or a body over {MAX_PREDICT_BYTES} bytes.",
+}))
 async def predict(model: OwnedModel, request: Request) -> PredictOut:
     """Classify up to 256 inputs (20 MB in all): image files as multipart `files` for an image model, or
     JSON `{"texts": [...]}` for a text model."""

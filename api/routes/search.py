@@ -10,10 +10,11 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from api.deps import CurrentUser, SessionDep
-from api.routes.jobs import owned_job
+from api.openapi import ProblemRoute, problems
+from api.routes.jobs import NO_JOB, owned_job
 from store.models import Candidate, Report
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 
 
 class CandidateOut(BaseModel):
@@ -26,7 +27,7 @@ class CandidateOut(BaseModel):
     status: str
 
 
-@router.get("/{job_id}/candidates")
+@router.get("/{job_id}/candidates", responses=problems(NO_JOB))
 def list_candidates(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> list[CandidateOut]:
     """Every candidate the job's search proposed, in the order it tried them (empty until the job ends)."""
     job = owned_job(session, user, job_id)
@@ -36,7 +37,7 @@ def list_candidates(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -
             for c in ordered]
 
 
-@router.get("/{job_id}/pareto")
+@router.get("/{job_id}/pareto", responses=problems(NO_JOB))
 def read_pareto(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> list[dict[str, Any]]:
     """The Pareto front of accuracy against parameters and latency over the job's candidates (and its model)."""
     job = owned_job(session, user, job_id)
