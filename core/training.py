@@ -163,6 +163,7 @@ def train(
     reparam: rp.Reparam | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     devices: Sequence[parallel.Device] | None = None,
+    check: Callable[[], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` and return the best validation epoch's weights.
 
@@ -170,6 +171,8 @@ def train(
     local device; the batch size is rounded up to a multiple of their count. The same seed gives a
     bit-identical result on the same devices when no deadline cuts the run short (on GPU only with
     ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, which the calling process must set).
+    ``check`` is called before every step; an exception it raises ends the run and propagates (a caller's
+    cancellation takes effect within a step, not at the epoch's end).
     """
     start = time.perf_counter()
     deadline = math.inf if config.time_limit_s is None else start + config.time_limit_s
@@ -199,6 +202,8 @@ def train(
         last_done = time.perf_counter()
         batches = train_batches(data.x_train, data.y_train, batch, config.seed, epoch)
         for x, y in prefetch_to_device(batches, mesh):
+            if check is not None:
+                check()
             in_flight = 1 if pending is not None else 0
             if time.perf_counter() + step_s * (1 + in_flight) + eval_s > deadline:
                 stop_reason = "deadline"

@@ -24,7 +24,7 @@ from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
 from synthesis.pace import FINAL_MARGIN
 from synthesis.pareto import pareto_front
-from synthesis.progress import Cancelled, NullReporter, Reporter
+from synthesis.progress import INTERRUPTED, Cancelled, NullReporter, OutOfTime, Reporter, Shielded
 from synthesis.search import Search, SearchConfig
 from synthesis.split import Split, stratified_sample, stratified_split
 from synthesis.trial import Trial, run_trial
@@ -137,30 +137,31 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     search = Search(info, searched, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
     compressed, flip = None, False
-    if search.stop_reason == "cancelled":  # anytime: deliver the best model trained so far, quietly
+    if search.stop_reason in INTERRUPTED:  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)
         delivered, reporter = variables, NullReporter()
     else:
-        reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
-        reporter.stage("final_training")
-        flip = _flips(search, info, data, reporter)
         try:
+            reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
+            reporter.stage("final_training")
+            flip = _flips(search, info, data, reporter)
             winner, variables = _final(search, info, data, budget, reporter, flip)
             winner, variables, delivered = ensemble.finish(trials, search.floor, winner, variables, info, data,
                                                            reporter)
-        except Cancelled:
-            search.stop_reason = "cancelled"
+        except Cancelled as stop:
+            search.stop_reason = stop.reason
             winner, variables = _best_so_far(search)
             delivered, reporter = variables, NullReporter()
     spec = space.to_spec(winner.candidate, info)
-    if search.stop_reason != "cancelled" and options.compress:
+    if search.stop_reason not in INTERRUPTED and options.compress:
         base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
                                                                 time_limit_s=None, patience=None), flip=flip)
         fine = fine_synthesis(spec, variables, data, (x[split.test], task.y[split.test]), budget, base,
                               options.tolerance, options.seed, reporter)
         compressed = fine.variant
-        if fine.cancelled:  # the compressed network accepted before the cancellation still ships
-            search.stop_reason, reporter = "cancelled", NullReporter()
+        if fine.interrupted:  # the compressed network accepted before the interruption still ships
+            search.stop_reason, reporter = fine.interrupted, NullReporter()
+    reporter = shielded = Shielded(reporter)  # an interruption from here on: what was trained is delivered
     reporter.stage("delivering")
     probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
     model = deliver(spec, delivered, x[split.test], task.y[split.test], probe)
@@ -173,6 +174,8 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     if compressed is not None:
         compressed.model.metrics["candidate"] = winner.candidate.id
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})
+    if shielded.interrupted is not None and search.stop_reason not in INTERRUPTED:
+        search.stop_reason = model.metrics["search_stop"] = shielded.interrupted
     return Synthesis(model=model, log=[t.to_dict() for t in trials],
                      pareto=_pareto(trials, winner, model, compressed), stop_reason=search.stop_reason, split=sizes,
                      seconds=budget.elapsed(), compressed=compressed)
@@ -199,10 +202,12 @@ def _ranked(search: Search) -> list[Trial]:
 
 
 def _best_so_far(search: Search) -> tuple[Trial, dict[str, Any]]:
-    """The trained trial with the best validation accuracy; Cancelled again when none finished training."""
+    """The trained trial with the best validation accuracy; the interruption (`Cancelled` or `OutOfTime`) again
+    when none finished training."""
     best = search.best_trained()
     if best is None or best.result is None or best.result.variables is None:
-        raise Cancelled("cancelled before any candidate finished training")
+        stop = OutOfTime if search.stop_reason == OutOfTime.reason else Cancelled
+        raise stop(f"{search.stop_reason} before any candidate finished training")
     return best, best.result.variables
 
 
@@ -245,7 +250,7 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         searched = winner.result.variables if winner.result is not None else None
         start = searched if len(search.data.x_train) == len(data.x_train) else None  # a sample: start afresh
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,
-                          on_epoch=lambda _curve: reporter.progress(min(budget.used(), 1.0), {}), variables=start)
+                          on_epoch=lambda _curve: search.tick(), variables=start, check=search.tick)
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,

@@ -19,7 +19,7 @@ from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered
-from synthesis.progress import Cancelled, Reporter, Stopped
+from synthesis.progress import INTERRUPTED, Cancelled, Reporter, Stopped
 
 TIME_SHARE = 0.75
 """Of the seconds left in a time budget's fine share, what compression's retraining and searches get: its final
@@ -32,7 +32,8 @@ MIN_SECONDS = 1.0
 class CompressedVariant:
     """The compressed model as delivered: `model.weights` is the compressed artifact (:mod:`core.artifact`, its
     length the model's bytes), `model.onnx` its dense-equivalent verified export; `report` the before / after
-    figures of `synthesis.compress`; `stop_reason` ``completed`` or ``cancelled``."""
+    figures of `synthesis.compress`; `stop_reason` ``completed``, or why its caller interrupted it (``cancelled``,
+    ``time_limit``)."""
 
     model: Delivered
     report: dict[str, Any]
@@ -46,10 +47,11 @@ class CompressedVariant:
 
 @dataclass(frozen=True)
 class FineOutcome:
-    """What the stage produced (None: skipped or failed) and whether the user cancelled during it."""
+    """What the stage produced (None: skipped or failed) and, when its caller interrupted it (cancelled, or out of
+    time), the stop reason (`synthesis.progress.INTERRUPTED`)."""
 
     variant: CompressedVariant | None
-    cancelled: bool = False
+    interrupted: str | None = None
 
 
 def nonzero_params(variables: dict[str, Any]) -> int:
@@ -76,8 +78,8 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
     try:
         compressed = compress(spec, variables, data, tolerance=tolerance, seconds=seconds, epochs=epochs, seed=seed,
                               reporter=reporter, config=config)
-    except Cancelled:
-        return FineOutcome(None, cancelled=True)
+    except Cancelled as stop:
+        return FineOutcome(None, interrupted=stop.reason)
     except Stopped:
         raise
     except Exception as exc:  # the dense model still ships
@@ -86,7 +88,8 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
     finally:
         if epochs is not None:
             budget.spend_epochs(epochs)
-    return FineOutcome(delivered(compressed, *test), cancelled=compressed.stop_reason == "cancelled")
+    interrupted = compressed.stop_reason if compressed.stop_reason in INTERRUPTED else None
+    return FineOutcome(delivered(compressed, *test), interrupted=interrupted)
 
 
 def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> CompressedVariant:

@@ -5,7 +5,7 @@ A worker implements `Reporter` with database writes; the command line with a pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -14,7 +14,21 @@ class Stopped(Exception):
 
 
 class Cancelled(Stopped):
-    """Raised by a reporter when the user cancels: synthesis stops and still delivers its best model so far."""
+    """Raised by a reporter when the user cancels: synthesis stops and still delivers its best model so far.
+    `reason` is the synthesis's stop reason then."""
+
+    reason = "cancelled"
+
+
+class OutOfTime(Cancelled):
+    """Raised by a reporter when its caller's own time limit has come (a task's soft time limit): synthesis stops
+    as at its deadline and delivers its best model so far."""
+
+    reason = "time_limit"
+
+
+INTERRUPTED = (Cancelled.reason, OutOfTime.reason)
+"""The stop reasons of a synthesis its caller interrupted (it delivers the best model trained before)."""
 
 
 class Reporter(Protocol):
@@ -44,3 +58,30 @@ class NullReporter:
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Ignore the event."""
+
+
+class Shielded:
+    """A reporter that passes everything on to `inner` but absorbs an interruption (`Cancelled`), keeping its
+    reason in `interrupted`: for synthesis's last steps, which deliver what was trained whatever happens."""
+
+    def __init__(self, inner: Reporter) -> None:
+        self.inner = inner
+        self.interrupted: str | None = None
+
+    def stage(self, name: str) -> None:
+        """Pass the stage on."""
+        self._shield(lambda: self.inner.stage(name))
+
+    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
+        """Pass the progress on."""
+        self._shield(lambda: self.inner.progress(fraction, metrics))
+
+    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Pass the event on."""
+        self._shield(lambda: self.inner.event(kind, payload))
+
+    def _shield(self, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except Cancelled as stop:
+            self.interrupted = self.interrupted or stop.reason

@@ -171,7 +171,8 @@ class Search:
             self._measured(trial, result)
             return
         result = run_trial(space.to_spec(trial.candidate, self.info), self._config(trial, *self._plan(trial)),
-                           self.data, self.keep_going, on_epoch=lambda _curve: self._between_epochs())
+                           self.data, self.keep_going, on_epoch=lambda _curve: self._between_epochs(),
+                           check=self.tick)
         self._measured(trial, result)
 
     def _measured(self, trial: Trial, result: TrialResult) -> None:
@@ -213,11 +214,11 @@ class Search:
         """Run trials until the search share of the budget is spent, the search converges or the user cancels."""
         try:
             self._loop()
-        except Cancelled:
-            self.stop_reason = "cancelled"
+        except Cancelled as stop:
+            self.stop_reason = stop.reason
             for t in self.trials:
                 if t.status in ("proposed", "remote"):
-                    t.status, t.reason = "cancelled", "the job was cancelled"
+                    t.status, t.reason = "cancelled", f"the search was interrupted ({stop.reason})"
         finally:
             if self.remote and self.executor is not None:
                 self.executor.cancel()
@@ -231,8 +232,12 @@ class Search:
             self._exchange(force=True)
         self._drain()
 
+    def tick(self) -> None:
+        """Report the job's progress (its budget spent); the reporter may raise `Cancelled` or `Stopped` here."""
+        self.reporter.progress(min(self.budget.used(), 1.0), {})
+
     def _between_epochs(self) -> None:
-        self.reporter.progress(min(self.budget.used(), 1.0), {})  # the job's progress: its budget spent
+        self.tick()
         self._exchange()
 
     def _exchange(self, force: bool = False) -> None:
@@ -289,7 +294,7 @@ class Search:
     def _drain(self) -> None:
         """Wait for the remote trials still running, up to the search's end; the rest are cancelled."""
         while self.remote and self.executor is not None and self.budget.left(self.budget.search_end()) > 0:
-            self.reporter.progress(min(self.budget.used(), 1.0), {})  # the job's progress: its budget spent
+            self.tick()
             time.sleep(POLL_S)
             for report in self.executor.poll():
                 self._merge(report)

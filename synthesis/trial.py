@@ -69,11 +69,12 @@ class TrialResult:
 
 def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
               keep_going: Callable[[list[float]], bool], on_epoch: Callable[[list[float]], None] | None = None,
-              variables: dict[str, Any] | None = None) -> TrialResult:
+              variables: dict[str, Any] | None = None, check: Callable[[], None] | None = None) -> TrialResult:
     """Train `spec` with `config` (from `variables` when given, else from a fresh initialisation); after each
     epoch `keep_going(curve)` may stop it. Failures are caught.
 
-    Cancellation (`synthesis.progress.Stopped` raised by `on_epoch`) propagates: it ends the whole search.
+    Cancellation (`synthesis.progress.Stopped` raised by `on_epoch`, or by `check` before any step) propagates: it
+    ends the whole search.
     """
     result = TrialResult()
     start = time.perf_counter()
@@ -99,7 +100,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
             raise _StopTrial
 
     try:
-        out = train(build(spec), data, config, variables=variables, on_progress=hook)
+        out = train(build(spec), data, config, variables=variables, on_progress=hook, check=check)
     except _StopTrial:
         result.status = "stopped"
     except Stopped:

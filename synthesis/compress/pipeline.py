@@ -88,8 +88,8 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
                 break
             ctx.floor = start.accuracy - tolerance * (1.0 - options.reserve * (len(enabled) - 1 - i))
             best = stage(ctx, best)
-    except Cancelled:
-        stop_reason = "cancelled"
+    except Cancelled as stop:
+        stop_reason = stop.reason
     return finish(ctx, start, best, stop_reason, tolerance)
 
 

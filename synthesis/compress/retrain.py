@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.train_config import Progress, TrainConfig
+from core.train_config import TrainConfig
 from core.training import train
 from synthesis.compress.context import Context, Options, State, grant
 from synthesis.space.hparams import carried_rate
@@ -32,12 +32,8 @@ def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
     config = retraining(ctx.config, ctx.options, epochs, limit, ctx.seed)
     r = state.reparam
     held = r if (r.masks or r.indices) else None
-
-    def hook(_: Progress) -> None:
-        ctx.tick()
-
     result = train(ctx.model(state.spec), ctx.data, config, variables=state.variables, reparam=held,
-                   on_progress=hook)
+                   check=ctx.tick)
     ctx.budget.spend_epochs(len(result.history))
     trained = ctx.state(state.spec, result.variables, r)
     ctx.reporter.event("compress_retrain", {"stage": stage, "epochs": len(result.history),

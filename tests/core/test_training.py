@@ -87,6 +87,25 @@ def test_progress_every_n_steps(data: Dataset) -> None:
     assert len(reports) == 5 + 2  # steps 2, 4, 6, 8, 10 and two epoch ends
 
 
+def test_check_runs_before_every_step_and_what_it_raises_ends_the_run(data: Dataset) -> None:
+    class Stop(Exception):
+        pass
+
+    calls: list[int] = []
+    reports: list[Progress] = []
+
+    def check() -> None:
+        calls.append(len(calls))
+        if len(calls) == 8:  # mid-epoch: an epoch is 5 steps
+            raise Stop
+
+    config = TrainConfig(epochs=3, batch_size=32, patience=None, progress_every=1)
+    with pytest.raises(Stop):
+        train(build(tiny_spec()), data, config, on_progress=reports.append, check=check)
+    assert len(calls) == 8 and [p.step for p in reports if "val_accuracy" not in p.metrics] == list(range(1, 8))
+    assert len([p for p in reports if "val_accuracy" in p.metrics]) == 1  # the second epoch never ended
+
+
 def test_deadline_stops_training(data: Dataset) -> None:
     model = build(tiny_spec())
     config = TrainConfig(epochs=50, batch_size=32, patience=None, time_limit_s=1e-3)

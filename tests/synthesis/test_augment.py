@@ -12,10 +12,8 @@ from synthesis import engine, trial
 from synthesis.augment import FLIP_RETAINED, FlipTest
 from synthesis.budget import Budget
 from synthesis.engine import Options, Task, synthesize
-from synthesis.space import LatencyModel
+from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events
-
-LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
 
 
 def blobs(axis: int, rows: int = 1_000, seed: int = 0) -> Task:

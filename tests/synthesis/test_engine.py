@@ -18,21 +18,11 @@ from synthesis import engine
 from synthesis.budget import LARGE_DATA, Budget
 from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
 from synthesis.pareto import dominates
-from synthesis.progress import Cancelled, NullReporter, Stopped
 from synthesis.search import Search
-from synthesis.space import Constraints, LatencyModel, SpaceInfo, seeds, to_spec
+from synthesis.space import Constraints, SpaceInfo, seeds, to_spec
 from synthesis.trial import Trial
-from tests.datasets import digits_arrays
+from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events
-
-LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)  # fixed, so runs do not depend on this machine
-
-
-@pytest.fixture(scope="module")
-def digits_task() -> Task:
-    x, y = digits_arrays()
-    keep = np.arange(len(y)) % 4 == 0  # 450 images: tiny, so a search takes seconds
-    return Task("image", x[keep], y[keep], 10)
 
 
 def _stable(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,40 +192,6 @@ def test_text_task() -> None:
     result = _run(Task("text", x, y, 2, vocab_size=64), epochs=24, compress=False)  # compression: tested above
     assert result.model.metrics["test_accuracy"] >= 0.9
     assert result.compressed is None and all(p.get("variant") != "compressed" for p in result.pareto)
-
-
-class _Cancelling(NullReporter):
-    def __init__(self) -> None:
-        self.epochs = 0
-
-    def progress(self, fraction: float, metrics: Any) -> None:
-        self.epochs += 1
-        if self.epochs >= 3:
-            raise Stopped("cancelled")
-
-
-def test_a_reporter_can_stop_the_search(digits_task: Task) -> None:
-    with pytest.raises(Stopped):
-        synthesize(digits_task, Budget(epochs=24), Options(latency=LATENCY), _Cancelling())
-
-
-class _CancelAfterTrials(NullReporter):
-    def __init__(self, trials: int) -> None:
-        self.left = trials
-
-    def event(self, kind: str, payload: Any) -> None:
-        if kind == "candidate":
-            self.left -= 1
-        if self.left <= 0:
-            raise Cancelled("the user cancelled")
-
-
-def test_cancelling_still_delivers_the_best_model_so_far(digits_task: Task) -> None:
-    result = synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), _CancelAfterTrials(2))
-    assert result.stop_reason == "cancelled"
-    assert len(result.log) == 2  # no trial started after the cancellation
-    assert result.model.metrics["test_accuracy"] is not None
-    assert result.model.metrics["candidate"] in {e["id"] for e in result.log}
 
 
 def test_between_the_final_network_and_a_kept_trial_a_validation_tie_goes_to_the_lower_loss() -> None:

@@ -16,12 +16,12 @@ from core.onnx_run import OnnxClassifier
 from synthesis import linear
 from synthesis.budget import Budget
 from synthesis.engine import Options, Task, synthesize
-from synthesis.space import Candidate, LatencyModel, SpaceInfo, seeds, to_spec
+from synthesis.space import Candidate, SpaceInfo, seeds, to_spec
 from synthesis.space.text import LINEAR
+from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events
 
 LENGTH, BAG, VOCAB, WORDS = 8, 12, 200, 60
-LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
 
 
 def bag_task(n: int = 360, classes: int = 3, seed: int = 0, noise: int = 6, blocks: int = 2) -> Task:

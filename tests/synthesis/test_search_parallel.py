@@ -16,11 +16,10 @@ from synthesis.engine import space_info
 from synthesis.executor import TrialReport, TrialRequest, run_request
 from synthesis.progress import NullReporter
 from synthesis.search import Search, SearchConfig
-from synthesis.space import Constraints, LatencyModel
+from synthesis.space import Constraints
 from synthesis.trial import Trial, TrialResult
 from tests.datasets import digits_arrays
-
-LATENCY = LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05)
+from tests.synthesis.conftest import LATENCY
 
 
 @pytest.fixture(scope="module")
