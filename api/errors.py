@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -17,11 +18,14 @@ from store.errors import (
     AppendOnly,
     Conflict,
     DatasetRejected,
+    InsufficientStorage,
     InvalidInput,
     InvalidKey,
     InvalidTransition,
     NotFound,
     PayloadTooLarge,
+    QuotaExceeded,
+    RateLimited,
     Unavailable,
 )
 
@@ -62,6 +66,9 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     Conflict: ProblemType(409, "conflict"),
     PayloadTooLarge: ProblemType(413, "payload-too-large"),
     Unavailable: ProblemType(503, "unavailable"),
+    InsufficientStorage: ProblemType(507, "insufficient-storage"),
+    QuotaExceeded: ProblemType(429, "quota-exceeded"),
+    RateLimited: ProblemType(429, "rate-limited"),
     Unauthenticated: ProblemType(401, "unauthenticated"),
     RequestValidationError: ProblemType(422, "validation-error"),
 }
@@ -108,8 +115,10 @@ def problem_for(exc: Exception, instance: str) -> JSONResponse:
         detail = str(exc)
         if isinstance(exc, Unauthenticated):
             headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if exc.invalid_token else "Bearer"
-        elif isinstance(exc, DatasetRejected):
+        elif isinstance(exc, DatasetRejected | QuotaExceeded):
             extra["reason"] = exc.reason
+        elif isinstance(exc, RateLimited):
+            headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
         elif isinstance(exc, RequestValidationError):
             detail = "the request is not valid"
             extra["errors"] = jsonable_encoder(_validation_errors(exc))

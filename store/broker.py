@@ -13,6 +13,7 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 
 from store.errors import Unavailable
+from store.jobs import MAX_BUDGET_SECONDS
 from store.models import Job
 from store.settings import Settings
 
@@ -68,8 +69,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "polling_interval": settings.broker_poll_seconds,
         }
     elif settings.broker_url.startswith(("redis://", "rediss://")):
-        config["broker_transport_options"] = {"visibility_timeout": settings.visibility_timeout_seconds}
+        config["broker_transport_options"] = {"visibility_timeout": visibility_timeout(settings)}
     return config
+
+
+def visibility_timeout(settings: Settings) -> int:
+    """Seconds Redis waits for a task's acknowledgement before it delivers the task again: past the hard time limit
+    of the largest budget a job may have (a bare budget or a tier), so a running job is never redelivered while its
+    worker lives. A job whose worker died is found by its lease instead (`store.leases.abandoned`), in a minute,
+    and a redelivered copy of a job another live worker runs waits for that worker's lease (`store.leases.claim`)."""
+    tiers = (settings.tier_low_seconds, settings.tier_medium_seconds, settings.tier_high_seconds)
+    return int(time_limits(max(MAX_BUDGET_SECONDS, *tiers))[1]) + 60
 
 
 def time_limits(budget_seconds: float) -> tuple[float, float]:

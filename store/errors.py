@@ -51,3 +51,26 @@ class PayloadTooLarge(StoreError):
 
 class Unavailable(StoreError):
     """A service the request needs (the task broker) does not answer; retrying later may succeed."""
+
+
+class InsufficientStorage(StoreError):
+    """The blob store is out of space (or its quota): nothing was written; retrying after space is freed may work."""
+
+
+class QuotaExceeded(StoreError):
+    """A user's quota would be exceeded; `reason` is a stable slug (`quota-active-jobs`, `quota-device-seconds`,
+    `quota-storage`) and `detail` says what would free it."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class RateLimited(StoreError):
+    """An API key sent more requests than its rate allows; `retry_after` is the seconds until one more is allowed."""
+
+    def __init__(self, retry_after: float, detail: str = "too many requests for this API key") -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+        self.detail = detail

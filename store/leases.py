@@ -28,6 +28,27 @@ class Outcome(enum.StrEnum):
     FINISHED = "finished"  # the job is terminal or deleted: drop the task
     CANCELLED = "cancelled"  # cancellation was requested before the job started: now cancelled
     BUSY = "busy"  # another live worker holds the job: try again after `retry_after` seconds
+    FAILED = "failed"  # the job's earlier attempts died and it may not run again (`restart_refused`): now failed
+
+
+MAX_ATTEMPTS = 3
+"""How many attempts a job gets by default (`NETSYNTH_MAX_ATTEMPTS`): each begins when a worker claims it."""
+
+RESTART_MIN_SHARE = 0.1
+"""A restarted attempt runs only while at least this share of the job's budget is left. Each attempt gets what
+the earlier ones left (their device-seconds add up), so all of them together stay within the budget; with less
+left, a restart would spend it on loading and compiling and deliver nothing worth having."""
+
+
+def restart_refused(job: Job, max_attempts: int) -> str | None:
+    """Why `job`, whose last attempt's worker died before the job ended, may not run again; None when it may."""
+    if job.attempts >= max_attempts:
+        return (f"its worker stopped {job.attempts} times before the job ended (killed, out of memory or past its "
+                f"time limit); not retried after {max_attempts} attempts")
+    if job.budget_seconds - job.device_seconds < RESTART_MIN_SHARE * job.budget_seconds:
+        return (f"its {job.attempts} attempts spent {job.device_seconds:.0f} of its {job.budget_seconds:.0f} "
+                f"device-seconds, and their workers stopped before the job ended; too little is left for another")
+    return None
 
 
 @dataclass(frozen=True)
@@ -48,8 +69,9 @@ def _lock(session: Session, job_id: uuid.UUID) -> Job | None:
 
 
 def claim(session: Session, job_id: uuid.UUID, owner: str, ttl_s: float,
-          holder_dead: Callable[[str], bool] = lambda _owner: False) -> Claim:
-    """Try to take `job_id` for `owner` for `ttl_s` seconds; `holder_dead(owner)` may say a live-looking holder died."""
+          holder_dead: Callable[[str], bool] = lambda _owner: False, max_attempts: int = MAX_ATTEMPTS) -> Claim:
+    """Try to take `job_id` for `owner` for `ttl_s` seconds; `holder_dead(owner)` may say a live-looking holder died.
+    A job that was running when its worker died restarts unless `restart_refused`: then it fails, saying why."""
     job = _lock(session, job_id)
     if job is None or job.state in TERMINAL:
         return Claim(Outcome.FINISHED)
@@ -63,6 +85,12 @@ def claim(session: Session, job_id: uuid.UUID, owner: str, ttl_s: float,
         append_event(session, job, "cancelled", {"before_start": job.started_at is None})
         return Claim(Outcome.CANCELLED)
     restarted = job.state is JobState.RUNNING
+    if restarted and (why := restart_refused(job, max_attempts)) is not None:
+        error = f"the job was not restarted: {why}"
+        transition(job, JobState.FAILED, error=error)
+        release(job)
+        append_event(session, job, "failed", {"error": error})
+        return Claim(Outcome.FAILED)
     if job.state is JobState.QUEUED:
         transition(job, JobState.RUNNING)
     job.attempts += 1

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from store.ingest.limits import Limits
+from store.leases import MAX_ATTEMPTS
 
 
 class Settings(BaseSettings):
@@ -25,7 +27,13 @@ class Settings(BaseSettings):
     default_queue: str = Field(default="cpu", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     lease_seconds: float = Field(default=60.0, gt=0)
     broker_poll_seconds: float = Field(default=0.05, gt=0)
-    visibility_timeout_seconds: int = Field(default=6 * 3600, gt=0)
+    max_attempts: int = Field(default=MAX_ATTEMPTS, ge=1)
+    max_active_jobs_per_user: int = Field(default=2, ge=1)
+    device_seconds_per_30_days: int = Field(default=30 * 16 * 3600, ge=1)
+    storage_bytes_per_user: int = Field(default=20 * 1024**3, ge=1)
+    rate_limit_per_minute: int = Field(default=600, ge=1)
+    rate_limit_burst: int = Field(default=120, ge=1)
+    log_format: Literal["text", "json"] = "text"
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
     tier_low_seconds: int = Field(default=2 * 3600, gt=0)

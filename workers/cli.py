@@ -24,6 +24,7 @@ USAGE_ERROR = 2
 MAX_TOLERANCE = 0.2
 """The largest compression tolerance (as the API's)."""
 _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
+REDRAW_S = 0.2
 
 
 class ProgressBar:
@@ -32,10 +33,11 @@ class ProgressBar:
     def __init__(self, budget_text: str, stream: TextIO = sys.stderr) -> None:
         self.budget_text, self.stream = budget_text, stream
         self.started, self.stage_name, self.best, self.trials = time.monotonic(), "starting", 0.0, 0
-        self.fraction = 0.0
+        self.fraction, self.drawn = 0.0, -float("inf")
 
     def _draw(self) -> None:
-        elapsed = time.monotonic() - self.started
+        self.drawn = time.monotonic()
+        elapsed = self.drawn - self.started
         bar = "#" * int(20 * min(self.fraction, 1.0))
         self.stream.write(f"\r[{bar:<20}] {self.stage_name:<15} {elapsed:7.1f} s of {self.budget_text:<10} "
                           f"best {self.best:.4f}  trials {self.trials}   ")
@@ -47,10 +49,11 @@ class ProgressBar:
         self._draw()
 
     def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
-        """Move the bar."""
+        """Move the bar (redrawn at most every `REDRAW_S`: synthesis reports before every training step)."""
         self.fraction = max(self.fraction, fraction)
         self.best = max(self.best, float(metrics.get("val_accuracy", 0.0)))
-        self._draw()
+        if time.monotonic() - self.drawn >= REDRAW_S:
+            self._draw()
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Count trials and keep the best accuracy seen."""
@@ -86,6 +89,7 @@ class CliError(Exception):
 
 
 def _budget_seconds(text: str | None, samples: int) -> float:
+    from store.jobs import MAX_BUDGET_SECONDS
     from store.settings import Settings
     from synthesis.budget import TIERS, tier_for
 
@@ -96,8 +100,8 @@ def _budget_seconds(text: str | None, samples: int) -> float:
         seconds = float(text)
     except ValueError:
         raise CliError(f"--budget must be low, medium, high or a number of seconds, not {text!r}") from None
-    if not 1 <= seconds <= 16 * 3600 * 4:
-        raise CliError(f"--budget must be between 1 and {16 * 3600 * 4} seconds")
+    if not 1 <= seconds <= MAX_BUDGET_SECONDS:
+        raise CliError(f"--budget must be between 1 and {MAX_BUDGET_SECONDS} seconds")
     return seconds
 
 

@@ -2,7 +2,8 @@
 
 The heartbeat thread renews the lease every third of its length whatever synthesis is doing (compiling,
 evaluating), so only a dead process loses its job. It also notices cancellation and a lease taken over by
-another worker; synthesis learns of both at its next report, which raises `Stopped`.
+another worker; synthesis learns of both at its next report (it reports before every training step, and the
+reporter reads the job's row at most every `min_interval_s`), which raises `Stopped`.
 """
 
 from __future__ import annotations
@@ -15,14 +16,19 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
 from store.jobs import append_event
 from store.leases import LeaseLost, renew
-from synthesis.progress import Cancelled, Stopped
+from synthesis.progress import Cancelled, OutOfTime, Stopped
 
 log = logging.getLogger(__name__)
+
+DB_RETRY_S = 60.0
+"""How long a progress write keeps trying a database that does not answer (a restart takes seconds)."""
+DB_RETRY_PAUSE_S = 0.5
 
 
 class JobCancelled(Cancelled):
@@ -45,7 +51,7 @@ class DbReporter:
         self._last = -float("inf")
         self._stage: str | None = None
         self._fraction = 0.0
-        self._cancelled = self._lost = False
+        self._cancelled = self._lost = self._time_up = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{job_id}", daemon=True)
 
@@ -62,7 +68,20 @@ class DbReporter:
         return self.spent_before + time.monotonic() - self.started
 
     def _write(self, payload: tuple[str, Mapping[str, Any]] | None = None, *, with_progress: bool = True) -> None:
-        """Renew the lease, record progress (and an event); note a cancellation or a lost lease."""
+        """Renew the lease, record progress (and an event); note a cancellation or a lost lease. A database that
+        does not answer (restarting, or a network blip) is tried again for up to `DB_RETRY_S` seconds: synthesis
+        waits rather than failing, and no event is lost."""
+        deadline = time.monotonic() + DB_RETRY_S
+        while True:
+            try:
+                return self._write_once(payload, with_progress)
+            except OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("job %s: the database does not answer; trying again", self.job_id)
+                time.sleep(DB_RETRY_PAUSE_S)
+
+    def _write_once(self, payload: tuple[str, Mapping[str, Any]] | None, with_progress: bool) -> None:
         try:
             with session_scope(self.factory) as session:
                 job = renew(session, self.job_id, self.owner, self.lease_s)
@@ -83,11 +102,18 @@ class DbReporter:
             except Exception:  # a database hiccup: the next beat tries again before the lease lapses
                 log.exception("job %s: lease renewal failed", self.job_id)
 
+    def time_up(self) -> None:
+        """The task's own time limit has come: synthesis stops at its next report, as at its deadline. Only sets a
+        flag, so a signal handler may call it."""
+        self._time_up = True
+
     def _check(self) -> None:
         if self._lost:
             raise LeaseTaken(f"job {self.job_id} is no longer leased to {self.owner}")
         if self._cancelled:
             raise JobCancelled(f"job {self.job_id} was cancelled")
+        if self._time_up:
+            raise OutOfTime(f"job {self.job_id} reached its task's soft time limit")
 
     def stage(self, name: str) -> None:
         """Record the new stage and log it."""

@@ -1,18 +1,24 @@
 """Run one job: claim it, train on its dataset within its budget, save its models once, finish the job.
 
 Idempotent: a redelivered task for a finished job does nothing; one for a job whose worker died restarts it
-(its attempt number grows); the model is saved in the same transaction that marks the job succeeded.
+(its attempt number grows) with what is left of its budget, until `Settings.max_attempts`; the model is saved in
+the same transaction that marks the job succeeded.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from billiard.pool import SIG_SOFT_TIMEOUT
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,7 +28,8 @@ from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
 from store.models import Dataset, Job, JobState
 from store.settings import Settings
-from workers.reporter import DbReporter, JobCancelled, LeaseTaken
+from synthesis.progress import Cancelled, OutOfTime
+from workers.reporter import DbReporter, LeaseTaken
 
 if TYPE_CHECKING:
     from synthesis.engine import Synthesis
@@ -79,15 +86,33 @@ def run_job(ctx: Context, job_id: uuid.UUID, worker: str = "") -> str:
     """Run `job_id` to a terminal state and return what happened; raise Busy when another worker holds it.
     `worker` names this process in the search log (default: host and process id)."""
     with session_scope(ctx.factory) as session:
-        got: Claim = claim(session, job_id, ctx.owner, ctx.settings.lease_seconds, holder_dead)
+        got: Claim = claim(session, job_id, ctx.owner, ctx.settings.lease_seconds, holder_dead,
+                           ctx.settings.max_attempts)
     if got.outcome is Outcome.BUSY:
         raise Busy(got.retry_after)
     if got.outcome is not Outcome.CLAIMED:
         return got.outcome.value
     with session_scope(ctx.factory) as session:
         spent_before = session.get_one(Job, job_id).device_seconds
-    with DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before) as reporter:
+    reporter = DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before)
+    with reporter, soft_time_limit_as_deadline(reporter):
         return _run(ctx, job_id, reporter, got.attempt, worker or worker_name(None))
+
+
+@contextmanager
+def soft_time_limit_as_deadline(reporter: DbReporter) -> Iterator[None]:
+    """While a job runs, Celery's soft time limit only tells `reporter`, which ends the synthesis at its next report
+    as its deadline would (the best model so far is delivered). Celery's own handler of the signal that billiard
+    sends a pool process raises `SoftTimeLimitExceeded` wherever the code is, where it was taken for a failed trial or
+    a failed compression. Signal handlers belong to the main thread: elsewhere this changes nothing."""
+    if SIG_SOFT_TIMEOUT is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(SIG_SOFT_TIMEOUT, lambda _signum, _frame: reporter.time_up())
+    try:
+        yield
+    finally:
+        signal.signal(SIG_SOFT_TIMEOUT, previous)
 
 
 def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, worker: str) -> str:
@@ -104,8 +129,8 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             if job.dataset_id is None:
                 raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
-            # a restarted attempt gets what earlier attempts left of the budget (at least a quarter of it)
-            left = max(job.budget_seconds - reporter.spent_before, job.budget_seconds / 4)
+            # a restarted attempt gets what earlier attempts left of the budget (claim: enough to train something)
+            left = job.budget_seconds - reporter.spent_before
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
             limits, seed, queue, tolerance = dict(job.constraints), job.seed, job.queue, job.tolerance
         reporter.stage("loading")
@@ -120,9 +145,13 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             executor.discard_weights()
         end = JobState.CANCELLED if result.stop_reason == "cancelled" else JobState.SUCCEEDED
         return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), end)
-    except JobCancelled:
-        return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed())
-    except SoftTimeLimitExceeded:
+    except OutOfTime:
+        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
+                    error="the job reached its task's time limit before any candidate finished training")
+    except Cancelled:  # the user's, before anything trained: synthesis had nothing to deliver
+        return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed(),
+                    note="cancelled before any candidate finished training: no model")
+    except SoftTimeLimitExceeded:  # outside `soft_time_limit_as_deadline` (loading the data, saving the model)
         return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
                     error="the job ran past its budget's time limit and was stopped")
     except LeaseTaken:
@@ -145,6 +174,9 @@ def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
             job.device_seconds, job.stage = round(spent, 3), "done"
             transition(job, end)
             release(job)
+            if result.stop_reason == OutOfTime.reason:
+                append_event(session, job, "time_limit", {"note": "the task's soft time limit came before the "
+                                                          "synthesis ended; the best model trained so far was saved"})
             payload = {"model_id": str(model_id), "metrics": _scalars(result.model.metrics)}
             if result.compressed is not None:
                 payload["compressed"] = _scalars(result.compressed.model.metrics)
@@ -158,7 +190,9 @@ def _scalars(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, int | float | str)}
 
 
-def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: str | None = None) -> str:
+def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: str | None = None,
+         note: str | None = None) -> str:
+    """End the job without a model: failed with `error`, or cancelled (`note` says what the user gets)."""
     with session_scope(ctx.factory) as session:
         job = session.get(Job, job_id, with_for_update=True)
         if job is None or job.state in TERMINAL or job.lease_owner != ctx.owner:
@@ -166,5 +200,5 @@ def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: 
         job.device_seconds = round(spent, 3)
         transition(job, state, error=error)
         release(job)
-        append_event(session, job, state.value, {"error": error} if error else {})
+        append_event(session, job, state.value, {"error": error} if error else {"note": note} if note else {})
     return state.value

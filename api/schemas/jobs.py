@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from store.jobs import MAX_BUDGET_SECONDS
 from store.models import DEFAULT_TOLERANCE, BudgetTier, JobState
 
 MIN_BUDGET_SECONDS = 10
-MAX_BUDGET_SECONDS = 16 * 3600 * 4
 MAX_TOLERANCE = 0.2
 
 NamedBudget = Literal["low", "medium", "high"]

@@ -60,6 +60,40 @@ def test_a_dead_holder_is_replaced_and_the_job_restarts(factory: sessionmaker[Se
     assert [e.payload["restarted"] for e in events] == [False, True]
 
 
+def test_a_job_whose_workers_keep_dying_fails_after_its_last_attempt(factory: sessionmaker[Session], job_id) -> None:
+    for attempt in (1, 2, 3):  # each attempt's worker dies: the next claim finds a dead holder
+        got = claim_dead(factory, job_id, f"w{attempt}", max_attempts=3)
+        assert got.outcome is Outcome.CLAIMED and got.attempt == attempt
+    assert claim_dead(factory, job_id, "w4", max_attempts=3).outcome is Outcome.FAILED
+    with factory() as s:
+        job = s.get_one(Job, job_id)
+        assert job.state is JobState.FAILED and job.attempts == 3 and job.lease_owner is None
+        assert job.error is not None and "stopped 3 times" in job.error and "3 attempts" in job.error
+    assert _kinds(factory, job_id) == ["attempt"] * 3 + ["failed"]
+    assert claim_dead(factory, job_id, "w5").outcome is Outcome.FINISHED  # a later copy of the task drops
+
+
+def test_a_restart_needs_a_tenth_of_the_budget_left(factory: sessionmaker[Session], job_id) -> None:
+    claim_dead(factory, job_id, "a")
+    with session_scope(factory) as s:
+        job = s.get_one(Job, job_id)
+        job.device_seconds = job.budget_seconds * 0.85  # the dead attempt spent 85 %: a restart gets 15 %
+    assert claim_dead(factory, job_id, "b").outcome is Outcome.CLAIMED
+    with session_scope(factory) as s:
+        job = s.get_one(Job, job_id)
+        job.device_seconds = job.budget_seconds * 0.95
+    assert claim_dead(factory, job_id, "c").outcome is Outcome.FAILED
+    with factory() as s:
+        error = s.get_one(Job, job_id).error
+    assert error is not None and "spent 570 of its 600 device-seconds" in error
+
+
+def claim_dead(factory: sessionmaker[Session], job_id, owner: str, max_attempts: int = 3):
+    """Claim as `owner`, finding any earlier holder dead."""
+    with session_scope(factory) as s:
+        return claim(s, job_id, owner, 60.0, lambda _o: True, max_attempts)
+
+
 def test_an_expired_lease_is_taken_over(factory: sessionmaker[Session], job_id) -> None:
     _claim(factory, job_id, "a", ttl=0.001)
     with factory() as s:

@@ -1,67 +1,54 @@
-"""A killed worker's job is redelivered and finishes with exactly one model; cancellation stops a running job."""
+"""A job's lifecycle under faults, with real PostgreSQL, Redis and Celery worker processes: a killed worker's job is
+redelivered and finishes with exactly one model, and one whose workers keep dying fails after its last attempt; a
+second copy of a running job's task waits and drops; cancellation and the soft time limit stop a running job within
+seconds and keep its best model."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import signal
 import uuid
 
 import httpx
-from sqlalchemy import select
+from billiard.pool import SIG_SOFT_TIMEOUT
+from celery import Celery
 
-from store.db import make_engine, make_session_factory
-from store.jobs import TERMINAL
-from store.models import Job, JobEvent, JobState, TrainedModel
+from store.broker import celery_config, enqueue_synthesize
+from store.models import JobState
 from store.settings import Settings
 from tests.workers.conftest import Digits, Keys, make_keys
+from tests.workers.jobs import V1, Db, submit
 from tests.workers.service import ApiServer, WorkerProcess, wait_for
-
-V1 = "/api/v1"
-
-
-class Db:
-    """Read-only looks at a job's row, events and models."""
-
-    def __init__(self, url: str) -> None:
-        self.engine = make_engine(url)
-        self.factory = make_session_factory(self.engine)
-
-    def job(self, job_id: uuid.UUID) -> Job:
-        with self.factory() as s:
-            return s.get_one(Job, job_id)
-
-    def kinds(self, job_id: uuid.UUID) -> list[str]:
-        with self.factory() as s:
-            return list(s.scalars(select(JobEvent.kind).where(JobEvent.job_id == job_id).order_by(JobEvent.seq)))
-
-    def models(self, job_id: uuid.UUID) -> list[str]:
-        """The variants of the job's models, sorted."""
-        with self.factory() as s:
-            return sorted(s.scalars(select(TrainedModel.variant).where(TrainedModel.job_id == job_id)))
-
-    def ended(self, job_id: uuid.UUID) -> Job | None:
-        job = self.job(job_id)
-        return job if job.state in TERMINAL else None
-
-
-def _submit(settings: Settings, digits: Digits, keys: Keys, budget: int) -> uuid.UUID:
-    with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
-        with digits.zip_path.open("rb") as f:
-            dataset = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)}).json()
-        r = client.post(f"{V1}/jobs", headers=keys.alice, json={"dataset_id": dataset["id"], "budget": budget})
-        assert r.status_code == 201, r.text
-        return uuid.UUID(r.json()["id"])
 
 
 def _start_training(settings: Settings, digits: Digits, keys: Keys, workers: list[WorkerProcess], log_name: str,
-                    budget: int = 30) -> tuple[Db, WorkerProcess, uuid.UUID]:
-    """Start a worker, submit a digits job and wait until its search has tried a candidate."""
+                    budget: int = 30, trained: int = 1) -> tuple[Db, WorkerProcess, uuid.UUID]:
+    """Start a worker, submit a digits job and wait until its search has trained `trained` candidates (0: until it
+    has proposed its first one)."""
     db = Db(settings.database_url)
     worker = WorkerProcess(settings, settings.blob_dir.parent / log_name).wait_ready()
     workers.append(worker)
-    job_id = _submit(settings, digits, keys, budget)
-    wait_for(lambda: "candidate" in db.kinds(job_id), 300, "the search to be under way")
+    job_id = submit(settings, digits, keys, budget)
+
+    def under_way() -> bool:
+        candidates = db.events(job_id, "candidate")
+        return len(candidates) >= 1 and sum(bool(c["curve"]) for c in candidates) >= trained
+
+    wait_for(under_way, 300, "the search to be under way")
     return db, worker, job_id
+
+
+def _attempts_reach(db: Db, job_id: uuid.UUID, attempt: int) -> bool:
+    return db.job(job_id).attempts >= attempt
+
+
+def _pool_pid(db: Db, job_id: uuid.UUID) -> int:
+    """The process id of the pool process that holds the job's lease."""
+    holder = db.job(job_id).lease_owner
+    assert holder is not None
+    return int(holder.split(":")[1])
 
 
 def test_sigkill_of_the_pool_process_redelivers_the_job(pg_redis_settings: Settings, digits: Digits,
@@ -69,9 +56,7 @@ def test_sigkill_of_the_pool_process_redelivers_the_job(pg_redis_settings: Setti
     settings = pg_redis_settings
     db, worker, job_id = _start_training(settings, digits, make_keys(settings.database_url), worker_factory,
                                          "worker.log")
-    holder = db.job(job_id).lease_owner
-    assert holder is not None
-    os.kill(int(holder.split(":")[1]), signal.SIGKILL)  # the process running the job, mid-training
+    os.kill(_pool_pid(db, job_id), signal.SIGKILL)  # the process running the job, mid-training
 
     job = wait_for(lambda: db.ended(job_id), 240, "the job to end")
     assert job.state is JobState.SUCCEEDED, (job.error, worker.log()[-3000:])
@@ -113,4 +98,80 @@ def test_cancel_stops_a_running_job_within_seconds_and_keeps_its_best_model(pg_r
     assert db.models(job_id) == ["dense"]  # anytime: the best model trained before the cancellation is kept
     kinds = db.kinds(job_id)
     assert kinds.index("cancel_requested") < kinds.index("cancelled") and "succeeded" not in kinds, kinds
+    db.engine.dispose()
+
+
+def test_a_cancel_before_any_candidate_trained_ends_cancelled_and_says_so(pg_redis_settings: Settings,
+                                                                        digits: Digits,
+                                                                        worker_factory: list[WorkerProcess]) -> None:
+    settings = pg_redis_settings
+    keys = make_keys(settings.database_url)
+    db = Db(settings.database_url)
+    worker = WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready()
+    worker_factory.append(worker)
+    job_id = submit(settings, digits, keys, 120)
+    wait_for(lambda: db.job(job_id).stage == "search", 300, "the search stage")
+    pool = _pool_pid(db, job_id)
+    os.kill(pool, signal.SIGSTOP)  # calibrating latencies (seconds): no candidate can finish before the cancel lands
+    try:
+        with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
+            r = client.post(f"{V1}/jobs/{job_id}/cancel", headers=keys.alice)
+            assert r.status_code == 200, r.text
+    finally:
+        os.kill(pool, signal.SIGCONT)
+    job = wait_for(lambda: db.ended(job_id), 120, "the job to stop")
+    assert job.state is JobState.CANCELLED, (job.error, worker.log()[-3000:])
+    assert db.models(job_id) == [] and not any(c["curve"] for c in db.events(job_id, "candidate"))
+    assert db.events(job_id, "cancelled") == [{"note": "cancelled before any candidate finished training: no model"}]
+    db.engine.dispose()
+
+
+def test_the_soft_time_limit_ends_a_job_as_its_deadline_does(pg_redis_settings: Settings, digits: Digits,
+                                                             worker_factory: list[WorkerProcess]) -> None:
+    settings = pg_redis_settings
+    db, worker, job_id = _start_training(settings, digits, make_keys(settings.database_url), worker_factory,
+                                         "worker.log", budget=600)
+    os.kill(_pool_pid(db, job_id), SIG_SOFT_TIMEOUT)  # what billiard sends a pool process at its soft time limit
+    job = wait_for(lambda: db.ended(job_id), 120, "the job to end")
+    assert job.state is JobState.SUCCEEDED, (job.error, worker.log()[-3000:])
+    assert db.models(job_id) == ["dense"] and job.attempts == 1  # compression never started
+    assert len(db.events(job_id, "time_limit")) == 1
+    metrics = db.events(job_id, "succeeded")[0]["metrics"]
+    assert isinstance(metrics, dict) and metrics["search_stop"] == "time_limit"
+    assert not [c for c in db.events(job_id, "candidate") if c["status"] == "failed"]  # not taken for a failed trial
+    db.engine.dispose()
+
+
+def test_a_second_copy_of_a_running_jobs_task_waits_for_its_lease_and_drops(pg_redis_settings: Settings,
+                                                                           digits: Digits,
+                                                                           worker_factory: list[WorkerProcess]) -> None:
+    settings = pg_redis_settings
+    db, first, job_id = _start_training(settings, digits, make_keys(settings.database_url), worker_factory,
+                                        "first.log", trained=0)
+    second = WorkerProcess(settings, settings.blob_dir.parent / "second.log").wait_ready()
+    worker_factory.append(second)
+    sender = Celery("netsynth-test", set_as_current=False)
+    sender.conf.update(celery_config(settings))
+    enqueue_synthesize(sender, db.job(job_id))  # as Redis redelivers a task whose acknowledgement is late
+    job = wait_for(lambda: db.ended(job_id), 240, "the job to end")
+    assert job.state is JobState.SUCCEEDED, (job.error, first.log()[-3000:])
+    wait_for(lambda: re.search(r"succeeded in [0-9.e-]+s: 'finished'", second.log()), 120, "the copy to drop")
+    assert job.attempts == 1 and db.kinds(job_id).count("attempt") == 1
+    assert db.models(job_id) in (["dense"], ["compressed", "dense"])
+    assert "Retry in" in second.log()  # the copy found the job held by a live worker and waited
+    db.engine.dispose()
+
+
+def test_a_job_whose_workers_keep_dying_fails_after_its_last_attempt(pg_redis_settings: Settings, digits: Digits,
+                                                                     worker_factory: list[WorkerProcess]) -> None:
+    settings = pg_redis_settings
+    db, worker, job_id = _start_training(settings, digits, make_keys(settings.database_url), worker_factory,
+                                         "worker.log", budget=60, trained=0)
+    for attempt in range(1, settings.max_attempts + 1):
+        wait_for(functools.partial(_attempts_reach, db, job_id, attempt), 120, f"attempt {attempt}")
+        os.kill(_pool_pid(db, job_id), signal.SIGKILL)  # out of memory, every time
+    job = wait_for(lambda: db.ended(job_id), 120, "the job to end")
+    assert job.state is JobState.FAILED and job.attempts == settings.max_attempts, worker.log()[-3000:]
+    assert job.error is not None and f"not retried after {settings.max_attempts} attempts" in job.error
+    assert db.models(job_id) == [] and job.device_seconds <= 1.1 * job.budget_seconds
     db.engine.dispose()
