@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
+from api.fanout import close_hub
 from api.openapi import install_problem_schema
 from api.routes import datasets, health, jobs, me, models, search
 from api.tasks import make_sender
@@ -25,6 +26,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        close_hub(app.state.session_factory)
         engine.dispose()
 
     app = FastAPI(

@@ -11,18 +11,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import anyio.to_thread
 from sqlalchemy.orm import Session, sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.schemas.jobs import JobEventOut
-from store.jobs import TERMINAL, events_since
-from store.models import Job, JobState
+from api.fanout import Poll, hub_for, read_poll
+from store.jobs import TERMINAL
 
-POLL_SECONDS = 0.25
-"""How often the stream looks for new events."""
 PING_SECONDS = 15.0
 """How often an idle stream sends a keep-alive comment."""
 MAX_SEQ = 2**31 - 1
@@ -61,40 +57,32 @@ def prefers_json(accept: str | None) -> bool:
     return _quality(accept, JSON) > _quality(accept, EVENT_STREAM)
 
 
-@dataclass(frozen=True)
-class _Poll:
-    state: JobState | None
-    events: list[JobEventOut]
-
-
-def _poll(factory: sessionmaker[Session], job_id: uuid.UUID, after: int) -> _Poll:
-    """The job's state (None once deleted) and then its events after `after`, read in one short session.
-
-    The state is read first: when it is terminal, every event committed before it is in the list.
-    """
-    with factory() as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            return _Poll(None, [])
-        return _Poll(JobState(job.state), [JobEventOut.model_validate(e) for e in events_since(session, job, after)])
-
-
 async def _stream(factory: sessionmaker[Session], job_id: uuid.UUID, after: int) -> AsyncIterator[ServerSentEvent]:
-    while True:
-        poll = await anyio.to_thread.run_sync(_poll, factory, job_id, after)
-        for event in poll.events:
-            yield ServerSentEvent(data=event.model_dump_json(), event=event.kind, id=str(event.seq))
-            after = event.seq
-        if poll.state is None or (poll.state in TERMINAL and not poll.events):
-            state = None if poll.state is None else poll.state.value
-            yield ServerSentEvent(data=json.dumps({"state": state}), event="end")
-            return
-        if not poll.events:
-            await anyio.sleep(POLL_SECONDS)
+    """The job's events after `after`: its backlog read once, then the live ones from the process's shared feed."""
+    async with hub_for(factory).watch(job_id, after) as watch:
+        feed = watch.feed
+        await feed.ready.wait()  # the feed's first read comes before the backlog's: no event falls between them
+        changed = feed.changed
+        poll = await anyio.to_thread.run_sync(read_poll, factory, job_id, after)
+        while True:
+            for event in poll.events:
+                yield ServerSentEvent(data=event.model_dump_json(), event=event.kind, id=str(event.seq))
+                watch.after = event.seq
+            if poll.state is None or (poll.state in TERMINAL and not poll.events):
+                state = None if poll.state is None else poll.state.value
+                yield ServerSentEvent(data=json.dumps({"state": state}), event="end")
+                return
+            if not poll.events and not feed.done:
+                await changed.wait()
+            elif not poll.events and not feed.ended:  # the server is stopping: the client resumes with Last-Event-ID
+                return
+            changed = feed.changed
+            poll = Poll(feed.state, feed.newer(watch.after))
 
 
 def event_stream(factory: sessionmaker[Session], job_id: uuid.UUID, after: int) -> EventSourceResponse:
-    """Stream job `job_id`'s events with a seq above `after` as SSE, polling through fresh `factory` sessions.
+    """Stream job `job_id`'s events with a seq above `after` as SSE, read through fresh `factory` sessions (the
+    process's streams of one job share one reader: `api.fanout`).
 
     The caller checks that the requester may read the job; the stream stops when the client disconnects.
     """
