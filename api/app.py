@@ -9,6 +9,8 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.fanout import close_hub
+from api.logs import RequestContext, install_logging
+from api.metrics import install_metrics, record_request
 from api.openapi import install_problem_schema
 from api.routes import datasets, health, jobs, me, models, search
 from api.tasks import make_sender
@@ -46,4 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (me, datasets, jobs, search, models):
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
+    install_logging(settings.log_format)
+    app.add_middleware(RequestContext, observe=record_request)
+    install_metrics(app)
     return app

@@ -13,12 +13,14 @@ from typing import Any
 from celery import Celery, signals
 
 from store.broker import celery_config
+from store.logs import configure_worker_logging
 from store.settings import Settings
 
 
 def make_app(settings: Settings | None = None) -> Celery:
     """The workers' Celery app on `settings` (read from the environment when omitted), with its tasks."""
     settings = settings or Settings()
+    configure_worker_logging(settings.log_format)
     celery = Celery("netsynth", config_source=celery_config(settings))
     celery.conf.include = ["workers.tasks"]
     return celery

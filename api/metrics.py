@@ -1,0 +1,150 @@
+"""Prometheus metrics at `GET /metrics` (text exposition format, no API key, not in the OpenAPI document).
+
+* `netsynth_http_requests_total{route,method,status}` and `netsynth_http_request_duration_seconds{route,method}`
+  (seconds until the response began: for an event stream, until it opened), counted by `record_request`, which the
+  request middleware calls; `route` is the path template, never the raw path.
+* Read from the database and the broker at each scrape (`StoreCollector`), so every API process reports the same:
+  `netsynth_jobs{state}`, `netsynth_device_seconds_total` (spent by all jobs), `netsynth_trials_total` (trials the
+  searches reported: `candidate` events), `netsynth_candidates{status}` (finished jobs' trials),
+  `netsynth_trial_tasks{state}` (trials sent to other workers), `netsynth_queue_depth{queue}` (tasks waiting: the
+  Redis list's length, or the filesystem broker's message files) and `netsynth_source_up{source}` (1 when the
+  database / broker answered this scrape).
+
+Several API processes (`uvicorn --workers N`): start them with `PROMETHEUS_MULTIPROC_DIR` naming an empty folder that
+they share; each process then writes its counts there and a scrape of any of them adds up all of them
+(prometheus_client's multiprocess mode, https://prometheus.github.io/client_python/multiprocess/).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import redis
+from fastapi import FastAPI, Response
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
+
+from store.broker import QUEUES, filesystem_dir
+from store.models import Candidate, CandidateStatus, Job, JobEvent, JobState, TrialState, TrialTask
+from store.settings import Settings
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+REQUESTS = Counter("netsynth_http_requests", "HTTP requests answered, by route template, method and status.",
+                   ["route", "method", "status"])
+LATENCY = Histogram("netsynth_http_request_duration_seconds", "Seconds until the response began, by route template.",
+                    ["route", "method"], buckets=LATENCY_BUCKETS)
+
+log = logging.getLogger(__name__)
+
+
+def record_request(route: str, method: str, status: int, seconds: float) -> None:
+    """Count one answered request (methods outside METHODS are counted as OTHER)."""
+    method = method if method in METHODS else "OTHER"
+    REQUESTS.labels(route, method, str(status)).inc()
+    LATENCY.labels(route, method).observe(seconds)
+
+
+def _by(family: GaugeMetricFamily, values: Iterable[str], counts: Mapping[Any, int]) -> GaugeMetricFamily:
+    """`family` with one sample per value (enum members are strings), 0 for those without rows."""
+    for value in values:
+        family.add_metric([str(value)], counts.get(value, 0))
+    return family
+
+
+def _counts(session: Session, column: InstrumentedAttribute[Any]) -> dict[Any, int]:
+    """How many rows of `column`'s table have each value of it."""
+    return {value: count for value, count in session.execute(select(column, func.count()).group_by(column))}
+
+
+class StoreCollector(Collector):
+    """The gauges and counters read from the database and the broker at each scrape."""
+
+    def __init__(self, factory: sessionmaker[Session], settings: Settings) -> None:
+        self.factory, self.settings = factory, settings
+        self.queues = sorted({*QUEUES, settings.default_queue})
+        broker = settings.broker_url
+        self.redis = (redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
+                      if broker.startswith(("redis://", "rediss://")) else None)
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("netsynth_source_up", "Whether the source answered this scrape.", labels=["source"])
+        try:
+            yield from self._database()
+            up.add_metric(["database"], 1)
+        except SQLAlchemyError as exc:
+            log.warning("metrics: the database did not answer: %s", str(exc).splitlines()[0])
+            up.add_metric(["database"], 0)
+        try:
+            yield self._queue_depth()
+            up.add_metric(["broker"], 1)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("metrics: the broker did not answer: %s", exc)
+            up.add_metric(["broker"], 0)
+        yield up
+
+    def _database(self) -> list[Metric]:
+        with self.factory() as session:
+            jobs, candidates, tasks = (_counts(session, c) for c in (Job.state, Candidate.status, TrialTask.state))
+            seconds = session.scalar(select(func.coalesce(func.sum(Job.device_seconds), 0.0)))
+            trials = session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.kind == "candidate"))
+        return [
+            _by(GaugeMetricFamily("netsynth_jobs", "Jobs by state.", labels=["state"]), JobState, jobs),
+            CounterMetricFamily("netsynth_device_seconds", "Device-seconds spent by all jobs.", float(seconds or 0)),
+            CounterMetricFamily("netsynth_trials", "Search trials reported by jobs (candidate events).", trials or 0),
+            _by(GaugeMetricFamily("netsynth_candidates", "Trials of finished jobs, by status.", labels=["status"]),
+                CandidateStatus, candidates),
+            _by(GaugeMetricFamily("netsynth_trial_tasks", "Trials sent to other workers, by state.",
+                                  labels=["state"]), TrialState, tasks),
+        ]
+
+    def _queue_depth(self) -> GaugeMetricFamily:
+        family = GaugeMetricFamily("netsynth_queue_depth", "Tasks waiting in the broker, by queue.", labels=["queue"])
+        folder = filesystem_dir(self.settings.broker_url)
+        if self.redis is not None:
+            for queue in self.queues:
+                family.add_metric([queue], float(self.redis.llen(queue)))
+        elif folder is not None:
+            names = [p.name.partition(".")[2] for p in folder.iterdir()] if folder.is_dir() else []
+            for queue in self.queues:
+                family.add_metric([queue], float(names.count(f"{queue}.msg")))
+        return family
+
+
+class _Process(Collector):
+    """This process's own metrics (requests; without multiprocess mode, also its memory and CPU)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from REGISTRY.collect()
+
+
+def exposition(store: Collector) -> bytes:
+    """The text exposition of every metric: the requests of all API processes (of this one without
+    PROMETHEUS_MULTIPROC_DIR), then `store`'s."""
+    registry = CollectorRegistry(auto_describe=False)
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        registry.register(_Process())
+    registry.register(store)
+    return generate_latest(registry)
+
+
+def install_metrics(app: FastAPI) -> None:
+    """Serve `GET /metrics` on `app` (no API key, left out of the OpenAPI document)."""
+    store = StoreCollector(app.state.session_factory, app.state.settings)
+
+    def metrics() -> Response:
+        return Response(exposition(store), media_type=CONTENT_TYPE_LATEST)
+
+    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)

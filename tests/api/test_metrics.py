@@ -1,0 +1,144 @@
+"""`GET /metrics`: requests by route template, status and latency; jobs, trials, device-seconds and queue depth."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from api.metrics import StoreCollector, exposition
+from api.tasks import enqueue_synthesize
+from store.db import session_scope
+from store.jobs import append_event, transition
+from store.models import Candidate, CandidateStatus, JobState, TrialState, TrialTask
+from store.settings import Settings
+from tests.api.conftest import Account
+from tests.store.factories import make_job
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB_ROUTE = "/api/v1/jobs/{job_id}"
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of the sample `name` with `labels` in an exposition (0 when absent)."""
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return 0.0
+
+
+@pytest.mark.anyio
+async def test_requests_are_counted_by_route_template_without_a_key(client: httpx.AsyncClient,
+                                                                   account: Account) -> None:
+    before = (await client.get("/metrics")).text
+    ids = [uuid.uuid4() for _ in range(3)]
+    for job_id in ids:
+        assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 404
+    r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=")
+    counted = {"route": JOB_ROUTE, "method": "GET", "status": "404"}
+    assert sample(r.text, "netsynth_http_requests_total", **counted) - sample(
+        before, "netsynth_http_requests_total", **counted) == 3
+    latency = {"route": JOB_ROUTE, "method": "GET"}
+    assert sample(r.text, "netsynth_http_request_duration_seconds_count", **latency) - sample(
+        before, "netsynth_http_request_duration_seconds_count", **latency) == 3
+    assert not any(str(job_id) in r.text for job_id in ids)  # raw paths never become labels
+    assert sample(r.text, "netsynth_http_requests_total", route="/metrics", method="GET", status="200") >= 1
+    schema = (await client.get("/api/v1/openapi.json")).json()
+    assert "/metrics" not in schema["paths"]
+
+
+@pytest.mark.anyio
+async def test_job_trial_and_device_figures_reflect_the_rows(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], app: FastAPI
+) -> None:
+    with session_scope(factory) as s:
+        queued = [make_job(s, account.user) for _ in range(2)]
+        running, done = make_job(s, account.user), make_job(s, account.user)
+        transition(running, JobState.RUNNING)
+        transition(done, JobState.RUNNING)
+        transition(done, JobState.SUCCEEDED)
+        running.device_seconds, done.device_seconds = 12.5, 30.0
+        for n in range(3):
+            append_event(s, running, "candidate", {"n": n})
+        append_event(s, running, "progress")
+        s.add_all([Candidate(job_id=done.id, spec={}, status=CandidateStatus.TRAINED),
+                   Candidate(job_id=done.id, spec={}, status=CandidateStatus.FAILED),
+                   TrialTask(job_id=running.id, attempt=1, trial_index=0, request={}, state=TrialState.RUNNING)])
+    enqueue_synthesize(app.state.sender, queued[0])
+    text = (await client.get("/metrics")).text
+    assert [sample(text, "netsynth_jobs", state=state) for state in ("queued", "running", "succeeded", "failed")] == [
+        2, 1, 1, 0]
+    assert sample(text, "netsynth_device_seconds_total") == 42.5
+    assert sample(text, "netsynth_trials_total") == 3
+    assert sample(text, "netsynth_candidates", status="trained") == 1
+    assert sample(text, "netsynth_candidates", status="failed") == 1
+    assert sample(text, "netsynth_trial_tasks", state="running") == 1
+    assert sample(text, "netsynth_queue_depth", queue="cpu") == 1
+    assert sample(text, "netsynth_source_up", source="database") == 1
+
+
+def test_queue_depth_is_the_redis_list_length(settings: Settings, account: Account,
+                                              factory: sessionmaker[Session]) -> None:
+    url = "redis://127.0.0.1:6379/0"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis at {url}: {exc}")
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    app = create_app(settings.model_copy(update={"broker_url": url, "default_queue": queue}))
+    try:
+        with session_scope(factory) as s:
+            jobs = [make_job(s, account.user) for _ in range(2)]
+        for job in jobs:
+            job.queue = queue
+            enqueue_synthesize(app.state.sender, job)
+        text = exposition(StoreCollector(app.state.session_factory, app.state.settings)).decode()
+        assert sample(text, "netsynth_queue_depth", queue=queue) == 2
+        assert sample(text, "netsynth_source_up", source="broker") == 1
+    finally:
+        redis.Redis.from_url(url).delete(queue)
+        app.state.engine.dispose()
+
+
+def test_an_unreachable_broker_is_reported_not_fatal(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"}))
+    text = exposition(StoreCollector(app.state.session_factory, app.state.settings)).decode()
+    app.state.engine.dispose()
+    assert sample(text, "netsynth_source_up", source="broker") == 0
+    assert sample(text, "netsynth_source_up", source="database") == 1
+    assert "netsynth_queue_depth" not in text
+
+
+RECORD = "from api.metrics import record_request\nfor _ in range({n}): record_request('/r', 'GET', 200, 0.01)\n"
+SCRAPE = ("from api.metrics import exposition\nfrom prometheus_client.registry import Collector\n"
+          "class Empty(Collector):\n    def collect(self): return []\n"
+          "print(exposition(Empty()).decode())\n")
+
+
+def test_api_processes_add_up_in_multiprocess_mode(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+
+    def python(code: str) -> str:
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                              check=False, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    python(RECORD.format(n=2))
+    python(RECORD.format(n=3))
+    text = python(SCRAPE)
+    assert sample(text, "netsynth_http_requests_total", route="/r", status="200") == 5
+    assert sample(text, "netsynth_http_request_duration_seconds_count", route="/r") == 5
