@@ -107,12 +107,17 @@ class TrialState(enum.StrEnum):
 
 
 class User(HasId, Base):
-    """An account that owns datasets and jobs."""
+    """An account that owns datasets and jobs; a disabled one's keys no longer authenticate. The quota columns are
+    an admin's overrides of the settings' defaults (`store.quotas`), None where the default applies."""
 
     __tablename__ = "users"
 
     email: Mapped[str] = mapped_column(String(320), unique=True)
     display_name: Mapped[str] = mapped_column(String(200), default="")
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    quota_active_jobs: Mapped[int | None] = mapped_column(Integer)
+    quota_device_seconds: Mapped[int | None] = mapped_column(BigInteger)
+    quota_storage_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
     api_keys: Mapped[list[ApiKey]] = relationship(back_populates="user")
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
-from store.base import Base
+from store.base import Base, utcnow
 from store.db import make_engine
 from store.migrate import downgrade, upgrade
 
@@ -62,3 +63,24 @@ def test_upgrade_downgrade_upgrade_on_sqlite(tmp_path: Any) -> None:
     assert _tables(url) == set()
     upgrade(url)
     assert _diff(url) == []
+
+
+def test_quota_columns_are_added_empty_to_existing_users_and_removed_again(empty_db_url: str) -> None:
+    """0006 keeps every user: none disabled, every quota the default (NULL); undoing it keeps them too."""
+    upgrade(empty_db_url, "0005")
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO users (id, email, display_name, created_at) "
+                              "VALUES (:id, 'ada@example.org', 'Ada', :at)"), {"id": uuid.uuid4().hex, "at": utcnow()})
+        upgrade(empty_db_url)
+        with engine.connect() as conn:
+            row = conn.execute(text("SELECT email, disabled_at, quota_active_jobs, quota_device_seconds, "
+                                    "quota_storage_bytes FROM users")).one()
+        assert tuple(row) == ("ada@example.org", None, None, None, None)
+        downgrade(empty_db_url, "0005")
+        assert "disabled_at" not in {c["name"] for c in inspect(engine).get_columns("users")}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT email FROM users")).scalar_one() == "ada@example.org"
+    finally:
+        engine.dispose()
