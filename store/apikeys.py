@@ -1,11 +1,14 @@
-"""API keys: issued once in plaintext, stored as a lookup prefix plus a SHA-256 hash."""
+"""API keys: issued once in plaintext, stored as a lookup prefix plus a SHA-256 hash; a disabled user's keys and
+revoked keys never verify. Use is recorded at most once a minute per key, so most requests write nothing."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import secrets
+import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,6 +18,8 @@ from store.models import ApiKey, User
 
 KEY_PREFIX = "ns_"
 PREFIX_CHARS = 12
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+"""How stale `last_used_at` may get: a key used again within this time of its recorded use writes nothing."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,15 @@ def create_api_key(session: Session, user: User, name: str = "") -> IssuedKey:
     return IssuedKey(row=row, plaintext=plaintext)
 
 
-def verify_api_key(session: Session, plaintext: str) -> User | None:
-    """Return the user a presented key belongs to, or None if it is unknown, wrong or revoked."""
+def _record_use(row: ApiKey, now: datetime) -> None:
+    """Move `last_used_at` to `now` unless it is already within LAST_USED_RESOLUTION of it."""
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
+        row.last_used_at = now
+
+
+def find_api_key(session: Session, plaintext: str, now: datetime | None = None) -> ApiKey | None:
+    """The key row a presented key matches (its use recorded), or None if it is unknown, wrong, revoked, or its
+    user is disabled. The hash is compared in constant time."""
     prefix = _prefix(plaintext)
     if prefix is None:
         return None
@@ -56,8 +68,30 @@ def verify_api_key(session: Session, plaintext: str) -> User | None:
         return None
     if not hmac.compare_digest(row.key_hash, hash_key(plaintext)):
         return None
-    row.last_used_at = utcnow()
-    return row.user
+    if row.user.disabled_at is not None:
+        return None
+    _record_use(row, now or utcnow())
+    return row
+
+
+def verify_api_key(session: Session, plaintext: str) -> User | None:
+    """Return the user a presented key belongs to, or None where `find_api_key` finds no key."""
+    row = find_api_key(session, plaintext)
+    return None if row is None else row.user
+
+
+def active_api_keys(session: Session, user: User) -> list[ApiKey]:
+    """The user's keys that are not revoked, oldest first."""
+    query = select(ApiKey).where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))
+    return list(session.scalars(query.order_by(ApiKey.created_at, ApiKey.id)))
+
+
+def owned_active_key(session: Session, user: User, key_id: uuid.UUID) -> ApiKey | None:
+    """The user's key `key_id` if it is not revoked; None for a missing, revoked or another user's key alike."""
+    row = session.get(ApiKey, key_id)
+    if row is None or row.user_id != user.id or row.revoked_at is not None:
+        return None
+    return row
 
 
 def revoke_api_key(key: ApiKey) -> None:
