@@ -1,0 +1,145 @@
+"""Per-user quotas: jobs queued or running at once, device-seconds over 30 days, and bytes of stored datasets.
+
+Each limit is the user's override (set by an admin: `netsynth user quota`) or else the settings' default. Device time
+is counted for the jobs created in the last 30 days: what a finished job spent, and the whole budget of a job still
+queued or running (it may yet spend it). A check that fails raises QuotaExceeded with a `reason` and a detail that
+says what would free the quota; each check first locks the user's row, so two requests of one user are checked one
+after the other (on PostgreSQL; SQLite runs one writer at a time anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from store.base import utcnow
+from store.errors import QuotaExceeded
+from store.jobs import TERMINAL
+from store.models import Dataset, Job, User
+from store.settings import Settings
+
+WINDOW = timedelta(days=30)
+"""How far back device time counts."""
+ACTIVE_JOBS, DEVICE_SECONDS, STORAGE = "quota-active-jobs", "quota-device-seconds", "quota-storage"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota: what is used of it, its limit, and whether the limit is the user's own (an admin's override)."""
+
+    used: int
+    limit: int
+    overridden: bool
+
+    @property
+    def left(self) -> int:
+        """What may still be used (0 when the quota is already exceeded, e.g. after its limit was lowered)."""
+        return max(0, self.limit - self.used)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A user's three quotas."""
+
+    active_jobs: Quota
+    device_seconds: Quota
+    storage_bytes: Quota
+
+
+def _limit(override: int | None, default: int) -> tuple[int, bool]:
+    return (default, False) if override is None else (override, True)
+
+
+def _charges(session: Session, user: User, since: datetime) -> list[tuple[datetime, int, bool]]:
+    """(created_at, device-seconds charged, finished) of the user's jobs created since `since` or still active."""
+    active = Job.state.not_in(TERMINAL)
+    rows = session.execute(select(Job.created_at, Job.device_seconds, Job.budget_seconds, active)
+                           .where(Job.owner_id == user.id, (Job.created_at >= since) | active)
+                           .order_by(Job.created_at))
+    return [(created, round(max(spent, budget) if running else spent), not running)
+            for created, spent, budget, running in rows]
+
+
+def usage(session: Session, user: User, settings: Settings, now: datetime | None = None) -> Usage:
+    """What `user` uses of each quota now, against its effective limit."""
+    since = (now or utcnow()) - WINDOW
+    active = session.scalar(select(func.count()).select_from(Job)
+                            .where(Job.owner_id == user.id, Job.state.not_in(TERMINAL))) or 0
+    stored = session.scalar(select(func.coalesce(func.sum(Dataset.size_bytes), 0))
+                            .where(Dataset.owner_id == user.id)) or 0
+    return Usage(
+        active_jobs=Quota(active, *_limit(user.quota_active_jobs, settings.max_active_jobs_per_user)),
+        device_seconds=Quota(sum(charge for _, charge, _ in _charges(session, user, since)),
+                             *_limit(user.quota_device_seconds, settings.device_seconds_per_30_days)),
+        storage_bytes=Quota(int(stored), *_limit(user.quota_storage_bytes, settings.storage_bytes_per_user)),
+    )
+
+
+def _lock(session: Session, user: User) -> None:
+    """Lock the user's row until the transaction ends, so that its quota checks and inserts do not interleave."""
+    session.execute(select(User.id).where(User.id == user.id).with_for_update())
+
+
+def _frees_at(session: Session, user: User, quota: Quota, needed: int, now: datetime) -> datetime | None:
+    """When enough finished jobs' device time leaves the 30-day window for `needed` more seconds to fit."""
+    freed = quota.limit - quota.used
+    for created, charge, finished in _charges(session, user, now - WINDOW):
+        if finished and charge > 0 and created >= now - WINDOW:
+            freed += charge
+            if freed >= needed:
+                return created + WINDOW
+    return None
+
+
+def check_job(session: Session, user: User, settings: Settings, budget_seconds: int,
+              now: datetime | None = None) -> None:
+    """Raise QuotaExceeded unless `user` may queue one more job with a budget of `budget_seconds`."""
+    now = now or utcnow()
+    _lock(session, user)
+    quotas = usage(session, user, settings, now)
+    active = quotas.active_jobs
+    if active.used >= active.limit:
+        raise QuotaExceeded(ACTIVE_JOBS, f"you have {active.used} queued or running job(s), your limit is "
+                            f"{active.limit}: cancel one (POST /api/v1/jobs/{{job_id}}/cancel) or wait for one "
+                            "to finish")
+    device = quotas.device_seconds
+    if budget_seconds > device.left:
+        frees = _frees_at(session, user, device, budget_seconds, now)
+        when = f"; or wait until {frees.isoformat(timespec='seconds')}, when older jobs' time leaves the " \
+               "30-day window" if frees is not None else ""
+        raise QuotaExceeded(DEVICE_SECONDS, f"this job's budget of {budget_seconds} device-seconds does not fit: "
+                            f"{device.left} of your {device.limit} per 30 days are left ({device.used} spent or "
+                            f"held by queued and running jobs). Ask for a budget of at most {device.left}, or "
+                            f"cancel a queued or running job to release what it holds{when}")
+
+
+def check_storage(session: Session, user: User, settings: Settings, size_bytes: int) -> None:
+    """Raise QuotaExceeded unless `user` may store `size_bytes` more bytes of datasets."""
+    _lock(session, user)
+    storage = usage(session, user, settings).storage_bytes
+    if size_bytes > storage.left:
+        if size_bytes > storage.limit:
+            what = "it is larger than your whole quota; upload a smaller dataset"
+        else:
+            what = f"delete datasets to free at least {size_bytes - storage.left} bytes"
+        raise QuotaExceeded(STORAGE, f"this upload of {size_bytes} bytes does not fit: your datasets use "
+                            f"{storage.used} of your {storage.limit} bytes; {what}")
+
+
+QUOTA_COLUMNS = {"active_jobs": "quota_active_jobs", "device_seconds": "quota_device_seconds",
+                 "storage_bytes": "quota_storage_bytes"}
+"""The quotas an admin may override, and the user's column that holds each override."""
+
+
+def set_quota(user: User, changes: Mapping[str, int | None]) -> None:
+    """Override the user's limits named in `changes` (QUOTA_COLUMNS' keys); None goes back to the default."""
+    for name, value in changes.items():
+        if name not in QUOTA_COLUMNS:
+            raise ValueError(f"no quota {name!r}: one of {', '.join(QUOTA_COLUMNS)}")
+        if value is not None and value < 0:
+            raise ValueError(f"a quota cannot be negative: {name}={value}")
+        setattr(user, QUOTA_COLUMNS[name], value)
