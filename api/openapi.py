@@ -1,9 +1,10 @@
 """The OpenAPI document's error responses: every status a route can answer, each an `application/problem+json` Problem.
 
 A route lists the domain errors it raises with `problems(...)`; their statuses come from the error table
-(api.errors). `ProblemRoute` adds what follows from the route's shape alone: 401 behind an API key, 422 (in place of
-FastAPI's `application/json` default) when it takes parameters or a body, 400 for a JSON body that cannot be read,
-and 500 everywhere. `install_problem_schema` puts the Problem schema into the app's document.
+(api.errors). `ProblemRoute` adds what follows from the route's shape alone: 401 and 429 (the key's rate exceeded)
+behind an API key, 422 (in place of FastAPI's `application/json` default) when it takes parameters or a body, 400 for
+a JSON body that cannot be read, and 500 everywhere. `install_problem_schema` puts the Problem schema into the app's
+document.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fastapi.routing import APIRoute
 from api.deps import get_current_user
 from api.errors import PROBLEM_JSON, Unauthenticated, entry_for
 from api.schemas.problem import Problem
+from store.errors import RateLimited
 
 Responses = dict[int | str, dict[str, Any]]
 PROBLEM_SCHEMA = "Problem"
@@ -80,6 +82,7 @@ class ProblemRoute(APIRoute):
         """The statuses this route can answer because of its shape, and why."""
         if get_current_user in _calls(self.dependant):
             yield _status(Unauthenticated), "No API key, or one that is unknown, wrong or revoked."
+            yield _status(RateLimited), "The API key sent more requests than its rate allows: see Retry-After."
         if get_flat_params(self.dependant) or self.body_field is not None:
             yield _status(RequestValidationError), "The request is not valid: `errors` says where and why."
         if self.body_field is not None:

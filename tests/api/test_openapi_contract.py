@@ -2,8 +2,9 @@
 
 Each operation gets positive and negative generated cases with the caller's API key, half of them on resources
 the caller owns (a ready dataset, a finished job with events, candidates and a Pareto report, a text and an image
-model with real, tiny ONNX graphs), and a few cases without a key. Four checks run on every response: no server
-error, and the status, the content type and the body are the ones the document gives for the operation.
+model with real, tiny ONNX graphs, and a second API key to delete), and a few cases without a key; the rate limit is
+raised past what the fuzzer sends. Four checks run on every response: no server error, and the status, the
+content type and the body are the ones the document gives for the operation.
 
 Uploads and predictions are multipart bodies: schemathesis sends random bytes as the files, so they reach the
 validation of datasets and images (and are refused with a documented 422) but never a successful upload or image
@@ -44,6 +45,7 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import API_PREFIX
+from store.apikeys import create_api_key
 from store.db import session_scope
 from store.ingest import TextEncoder
 from store.jobs import append_event, transition
@@ -59,6 +61,7 @@ from store.models import (
     TrainedModel,
     User,
 )
+from store.settings import Settings
 from tests.api.conftest import Account
 
 AnyCase = Case[Any]
@@ -75,6 +78,12 @@ NEVER_SUCCEEDS = {
     "POST /api/v1/jobs/{job_id}/cancel": "the one job id of the caller's it is given is of a finished job",
 }
 """Operations the fuzzer cannot make succeed with the caller's key, and why; every other one must."""
+
+
+@pytest.fixture(name="settings")
+def unthrottled_settings(settings: Settings) -> Settings:
+    """The API fixtures' settings with a rate limit the fuzzer's ~100 requests a second per key stay under."""
+    return settings.model_copy(update={"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000})
 
 
 @pytest.fixture
@@ -158,8 +167,9 @@ def _seed(factory: sessionmaker[Session], owner: User) -> dict[str, list[str]]:
                                       cost={"index": 0, "params": 2}),
                    Report(job_id=done.id, kind="pareto", content={"points": [{"params": 2, "accuracy": 0.5}]})])
         s.flush()
+        spare_key = create_api_key(s, owner, name="spare").row  # not the caller's own: deleting it leaves that
         return {"dataset_id": [str(used.id), str(spare.id)], "job_id": [str(done.id)],
-                "model_id": [str(m.id) for m in models]}
+                "model_id": [str(m.id) for m in models], "key_id": [str(spare_key.id)]}
 
 
 def _owning(case: AnyCase, ids: dict[str, str]) -> AnyCase:
