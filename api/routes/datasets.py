@@ -18,10 +18,11 @@ from api.schemas import storable
 from api.schemas.datasets import DatasetOut
 from api.upload import Received, receive_file
 from store.blobs import BlobStore, FileBlobStore
-from store.errors import Conflict, DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
+from store.errors import Conflict, DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, QuotaExceeded
 from store.ingest import inspect_file
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
+from store.quotas import check_storage
 from store.settings import Settings
 
 router = APIRouter(route_class=ProblemRoute, prefix="/datasets", tags=["datasets"])
@@ -86,6 +87,7 @@ def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, 
     if session.scalars(taken).first() is not None:
         raise Conflict(f"you already have a dataset named {name!r}; pass another 'name'")
     found = inspect_file(received.path, received.filename, settings.ingest_limits(resize))
+    check_storage(session, user, settings, received.size)
     key = blobs.put_file(received.path, f"datasets/{user.id.hex}/{uuid.uuid4().hex}")
     try:
         dataset = Dataset(owner_id=user.id, name=name, modality=Modality(found.modality), format=found.format,
@@ -106,6 +108,8 @@ def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, 
     DatasetRejected: "The file is not a dataset the service can use: `reason` says why.",
     Conflict: "The caller already has a dataset of that name.",
     PayloadTooLarge: "The file is larger than the service accepts.",
+    QuotaExceeded: "The file does not fit in the caller's storage quota (`quota-storage`): `detail` says how much "
+                   "to free.",
 }))
 async def upload_dataset(request: Request, response: Response, user: CurrentUser, session: SessionDep,
                          settings: SettingsDep, blobs: BlobsDep) -> DatasetOut:

@@ -20,10 +20,11 @@ from api.openapi import ProblemRoute, problems
 from api.routes.datasets import owned_dataset
 from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
-from store.errors import Conflict, InvalidInput, NotFound, Unavailable
+from store.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
 from store.models import DEFAULT_TOLERANCE, VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
+from store.quotas import check_job
 from store.settings import Settings
 
 router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
@@ -101,6 +102,8 @@ NO_JOB: dict[type[Exception], str] = {NotFound: "No such job of the caller's."}
     Conflict: "The dataset is not ready.",
     InvalidInput: "Both a time budget and an epoch budget were given.",
     Unavailable: "The task broker did not answer: the job was marked failed.",
+    QuotaExceeded: "Too many active jobs (`quota-active-jobs`), or the budget does not fit in the caller's "
+                   "device-seconds of the last 30 days (`quota-device-seconds`): `detail` says what would free it.",
 }))
 def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep, sender: SenderDep,
                request: Request, response: Response) -> JobOut:
@@ -112,6 +115,7 @@ def create_job(body: JobCreate, user: CurrentUser, session: SessionDep, settings
     constraints = body.constraints.model_dump(exclude_none=True) if body.constraints else {}
     if body.epochs is not None and body.budget is not None:
         raise InvalidInput("give a budget in time ('budget') or in epochs ('epochs'), not both")
+    check_job(session, user, settings, seconds)
     job = Job(owner_id=user.id, dataset_id=dataset.id, budget_tier=tier, budget_seconds=seconds,
               budget_epochs=body.epochs, seed=body.seed, constraints=constraints,
               tolerance=DEFAULT_TOLERANCE if body.tolerance is None else body.tolerance,

@@ -23,5 +23,6 @@ class Problem(BaseModel):
     status: int
     detail: str
     instance: str = Field(description="The request's path.")
-    reason: str | None = Field(default=None, description="A rejected dataset's reason slug, e.g. 'zip-bomb'.")
+    reason: str | None = Field(default=None, description="Why, as a slug: a rejected dataset's (e.g. 'zip-bomb') or "
+                               "the quota exceeded ('quota-active-jobs', 'quota-device-seconds', 'quota-storage').")
     errors: list[ValidationIssue] | None = Field(default=None, description="Why a request is not valid (422).")

@@ -1,0 +1,123 @@
+"""Quotas over the API: `GET /me` shows usage against each; over one, a job or an upload is a 429 problem with the
+quota's `reason` and what would free it, and nothing is created."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.db import session_scope
+from store.jobs import transition
+from store.models import DatasetStatus, Job, JobState, User
+from store.quotas import set_quota
+from store.settings import Settings
+from tests.api.conftest import Account, assert_problem
+from tests.api.test_datasets import dataset_rows, files_left, upload
+from tests.datasets import digits_arrays, write_image_zip
+from tests.store.factories import make_dataset, make_job
+
+pytestmark = pytest.mark.anyio
+
+
+def _override(factory: sessionmaker[Session], account: Account, **limits: int | None) -> None:
+    with session_scope(factory) as s:
+        set_quota(s.get_one(User, account.user.id), limits)
+
+
+def _ready_dataset(factory: sessionmaker[Session], account: Account) -> str:
+    with session_scope(factory) as s:
+        ds = make_dataset(s, s.get_one(User, account.user.id), name=f"ds-{uuid.uuid4().hex[:6]}")
+        ds.status = DatasetStatus.READY
+        return str(ds.id)
+
+
+def _jobs(factory: sessionmaker[Session]) -> int:
+    with factory() as s:
+        return int(s.scalar(select(func.count()).select_from(Job)) or 0)
+
+
+async def test_me_shows_usage_against_each_quota(client: httpx.AsyncClient, account: Account,
+                                                 factory: sessionmaker[Session], settings: Settings) -> None:
+    with session_scope(factory) as s:
+        user = s.get_one(User, account.user.id)
+        job = make_job(s, user)  # with a dataset of 1234 bytes
+        job.budget_seconds = 900
+        done = make_job(s, user)
+        transition(done, JobState.RUNNING)
+        done.device_seconds = 120.0
+        transition(done, JobState.SUCCEEDED)
+        set_quota(user, {"storage_bytes": 10_000})
+    r = await client.get("/api/v1/me", headers=account.auth)
+    assert r.status_code == 200, r.text
+    assert r.json()["quotas"] == {
+        "active_jobs": {"used": 1, "limit": settings.max_active_jobs_per_user,
+                        "left": settings.max_active_jobs_per_user - 1, "custom": False},
+        "device_seconds": {"used": 900 + 120, "limit": settings.device_seconds_per_30_days,
+                           "left": settings.device_seconds_per_30_days - 1020, "custom": False},
+        "storage_bytes": {"used": 2 * 1234, "limit": 10_000, "left": 10_000 - 2 * 1234, "custom": True},
+    }
+
+
+async def test_a_job_past_the_active_jobs_quota_is_429_until_one_is_cancelled(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
+) -> None:
+    _override(factory, account, active_jobs=1)
+    body = {"dataset_id": _ready_dataset(factory, account), "budget": 60}
+    first = await client.post("/api/v1/jobs", json=body, headers=account.auth)
+    assert first.status_code == 201, first.text
+    problem = assert_problem(await client.post("/api/v1/jobs", json=body, headers=account.auth), 429)
+    assert problem["type"] == "urn:netsynth:problem:quota-exceeded"
+    assert problem["reason"] == "quota-active-jobs"
+    assert "cancel one" in str(problem["detail"])
+    assert _jobs(factory) == 1
+    await client.post(f"/api/v1/jobs/{first.json()['id']}/cancel", headers=account.auth)
+    assert (await client.post("/api/v1/jobs", json=body, headers=account.auth)).status_code == 201
+
+
+async def test_a_budget_past_the_device_seconds_left_is_429(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
+) -> None:
+    _override(factory, account, device_seconds=1_000)
+    dataset = _ready_dataset(factory, account)
+    r = await client.post("/api/v1/jobs", json={"dataset_id": dataset, "budget": 1_001}, headers=account.auth)
+    problem = assert_problem(r, 429)
+    assert problem["reason"] == "quota-device-seconds"
+    assert "at most 1000" in str(problem["detail"])
+    assert _jobs(factory) == 0
+    r = await client.post("/api/v1/jobs", json={"dataset_id": dataset, "budget": 1_000}, headers=account.auth)
+    assert r.status_code == 201, r.text
+
+
+async def test_an_upload_past_the_storage_quota_is_429_and_leaves_no_row_and_no_file(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], settings: Settings, tmp_path: Path
+) -> None:
+    x, y = digits_arrays()
+    path = write_image_zip(tmp_path / "digits.zip", x[:100], y[:100], root="digits")
+    size = path.stat().st_size
+    _override(factory, account, storage_bytes=size - 1)
+    problem = assert_problem(await upload(client, account, path), 429)
+    assert problem["reason"] == "quota-storage"
+    assert f"upload of {size} bytes" in str(problem["detail"])
+    assert dataset_rows(factory) == 0
+    assert files_left(settings) == []  # neither a stored blob nor the staged upload
+    _override(factory, account, storage_bytes=size)
+    assert (await upload(client, account, path)).status_code == 201
+    problem = assert_problem(await upload(client, account, path, name="again"), 429)
+    assert f"free at least {size} bytes" in str(problem["detail"])
+
+
+def test_the_openapi_document_lists_the_429s(app: FastAPI) -> None:
+    paths = app.openapi()["paths"]
+    for path, method in (("/api/v1/jobs", "post"), ("/api/v1/datasets", "post")):
+        assert "quota" in paths[path][method]["responses"]["429"]["description"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            statuses = operation["responses"]
+            assert ("429" in statuses) == ("401" in statuses), (method, path)  # every key's rate is limited
+    assert "429" not in paths["/api/v1/health"]["get"]["responses"]
