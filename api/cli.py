@@ -1,4 +1,5 @@
-"""The `netsynth` command line: migrate the database, create users, serve the API, run workers, run it all."""
+"""The `netsynth` command line: migrate the database, manage users (create, list, disable, enable, quotas), serve the
+API, run workers, run it all."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from api.predict_cli import add_predict_parser
 from store import migrate
@@ -20,7 +23,9 @@ from store.apikeys import create_api_key
 from store.db import make_engine, make_session_factory, session_scope
 from store.errors import StoreError
 from store.models import User
+from store.quotas import QUOTA_COLUMNS, Quota, set_quota, usage
 from store.settings import Settings
+from store.users import all_users, disable_user, enable_user, user_by_email
 
 USAGE_ERROR = 2
 
@@ -43,11 +48,21 @@ def cmd_migrate(settings: Settings, args: argparse.Namespace) -> None:
     print(f"database migrated to {args.revision}")
 
 
-def _create_user(settings: Settings, email: str, name: str, *, only_if_no_users: bool = False) -> str | None:
-    """Create a user with a first API key and return the key; None when `only_if_no_users` and users exist."""
+@contextmanager
+def _session(settings: Settings) -> Iterator[Session]:
+    """A session on the settings' database that commits when the block succeeds."""
     engine = make_engine(settings.database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def _create_user(settings: Settings, email: str, name: str, *, only_if_no_users: bool = False) -> str | None:
+    """Create a user with a first API key and return the key; None when `only_if_no_users` and users exist."""
+    try:
+        with _session(settings) as session:
             if only_if_no_users and session.scalars(select(User.id)).first() is not None:
                 return None
             if session.scalars(select(User).where(User.email == email)).first() is not None:
@@ -58,8 +73,6 @@ def _create_user(settings: Settings, email: str, name: str, *, only_if_no_users:
             issued = create_api_key(session, user, name="cli")
     except IntegrityError as exc:  # a concurrent create won the race
         raise CliError(f"a user with email {email!r} already exists") from exc
-    finally:
-        engine.dispose()
     print(f"created user {email} ({user.id})")
     return issued.plaintext
 
@@ -72,6 +85,69 @@ def cmd_user_create(settings: Settings, args: argparse.Namespace) -> None:
     key = _create_user(settings, email, args.name)
     print("API key (shown once, store it now):", file=sys.stderr)
     print(key)
+
+
+def _limit(quota: Quota) -> str:
+    """`used/limit`, the limit starred when it is the user's own."""
+    return f"{quota.used}/{quota.limit}{'*' if quota.overridden else ''}"
+
+
+def _user_line(session: Session, settings: Settings, user: User) -> str:
+    quotas = usage(session, user, settings)
+    status = "disabled" if user.disabled_at else "active"
+    return "\t".join([user.email, user.display_name, user.created_at.date().isoformat(), status,
+                      _limit(quotas.active_jobs), _limit(quotas.device_seconds), _limit(quotas.storage_bytes)])
+
+
+USER_COLUMNS = "\t".join(["EMAIL", "NAME", "CREATED", "STATUS", "ACTIVE JOBS", "DEVICE-SECONDS/30 DAYS",
+                          "STORAGE BYTES"])
+
+
+def cmd_user_list(settings: Settings, _args: argparse.Namespace) -> None:
+    """Print every user with its usage against each quota (`*`: a limit set for that user)."""
+    with _session(settings) as session:
+        print(USER_COLUMNS)
+        for user in all_users(session):
+            print(_user_line(session, settings, user))
+
+
+def cmd_user_disable(settings: Settings, args: argparse.Namespace) -> None:
+    """Disable a user: its keys answer 401 at once, its queued jobs are cancelled, its running ones asked to stop."""
+    with _session(settings) as session:
+        stopped = disable_user(session, user_by_email(session, args.email, lock=True))
+    print(f"disabled {args.email}: {stopped.cancelled} queued job(s) cancelled, {stopped.stopping} running job(s) "
+          "asked to stop")
+
+
+def cmd_user_enable(settings: Settings, args: argparse.Namespace) -> None:
+    """Enable a disabled user again: its keys that were not deleted work again."""
+    with _session(settings) as session:
+        enable_user(user_by_email(session, args.email, lock=True))
+    print(f"enabled {args.email}")
+
+
+_UNCHANGED = object()
+
+
+def _quota_value(text: str) -> int | None:
+    """A quota option's value: a count of at least 0, or `default` (None)."""
+    if text == "default":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0 or 'default'")
+    return int(text)
+
+
+def cmd_user_quota(settings: Settings, args: argparse.Namespace) -> None:
+    """Set a user's own limits (`default`: back to the settings'), then print its usage against each."""
+    changes = {name: value for name in QUOTA_COLUMNS if (value := getattr(args, name)) is not _UNCHANGED}
+    with _session(settings) as session:
+        user = user_by_email(session, args.email, lock=True)
+        set_quota(user, changes)
+        session.flush()
+        line = _user_line(session, settings, user)
+    print(USER_COLUMNS)
+    print(line)
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
@@ -140,6 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("email", help="the user's email address (unique)")
     p.add_argument("--name", default="", help="display name (default: the email's local part)")
     p.set_defaults(func=cmd_user_create)
+    users.add_parser("list", help="list users with their usage against each quota").set_defaults(func=cmd_user_list)
+    for name, func, what in (("disable", cmd_user_disable, "disable a user: its keys answer 401, its jobs are "
+                              "cancelled"), ("enable", cmd_user_enable, "enable a disabled user again")):
+        p = users.add_parser(name, help=what)
+        p.add_argument("email")
+        p.set_defaults(func=func)
+    p = users.add_parser("quota", help="show or set a user's quotas (N, or 'default' for the settings' value)")
+    p.add_argument("email")
+    for name in QUOTA_COLUMNS:
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_quota_value, default=_UNCHANGED,
+                       metavar="N|default")
+    p.set_defaults(func=cmd_user_quota)
     p = sub.add_parser("serve", help="serve the HTTP API")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from store.apikeys import revoke_api_key
 from store.db import session_scope
 from store.models import ApiKey, User
+from store.users import disable_user
 from tests.api.conftest import Account, assert_problem
 
 pytestmark = pytest.mark.anyio
@@ -105,3 +106,26 @@ async def test_bad_bodies_are_422_problems_not_500s(
     assert isinstance(errors, list) and errors
     assert error_type in {e["type"] for e in errors}
     assert all(set(e) == {"loc", "msg", "type"} for e in errors)  # never echoes the rejected input
+
+
+async def test_a_disabled_users_key_is_401_at_once(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
+) -> None:
+    assert (await client.get("/api/v1/me", headers=account.auth)).status_code == 200
+    with session_scope(factory) as s:
+        disable_user(s, s.get_one(User, account.user.id))
+    r = await client.get("/api/v1/me", headers=account.auth)
+    body = assert_problem(r, 401)
+    assert r.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert "disabled" in str(body["detail"])
+
+
+async def test_requests_within_a_minute_record_the_first_use_only(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
+) -> None:
+    times = []
+    for _ in range(3):
+        assert (await client.get("/api/v1/me", headers=account.auth)).status_code == 200
+        with factory() as s:
+            times.append(s.scalars(select(ApiKey.last_used_at)).one())
+    assert times[0] is not None and times == [times[0]] * 3
