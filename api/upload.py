@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +12,10 @@ from anyio import to_thread
 from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import ClientDisconnect
 
-from store.errors import InvalidInput, PayloadTooLarge
+from store.blobs import space_checked, write_new
+from store.errors import DatasetRejected, InvalidInput, PayloadTooLarge
 
 FORM_OVERHEAD = 64 * 1024
 """Bytes a multipart body may carry beyond its file: boundaries, part headers and small fields."""
@@ -54,35 +54,46 @@ class Received:
 
 
 def _save(source: BinaryIO, folder: Path) -> tuple[Path, int, str]:
-    digest, size = hashlib.sha256(), 0
-    fd, name = tempfile.mkstemp(dir=folder, prefix="upload-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while chunk := source.read(1024 * 1024):
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    return Path(name), size, digest.hexdigest()
+    digest = hashlib.sha256()
+    path = write_new(folder, source, "upload-", "the upload", digest.update)
+    return path, path.stat().st_size, digest.hexdigest()
+
+
+class _Parser(MultiPartParser):
+    """Starlette's multipart parser, noting whether the body reached its closing boundary."""
+
+    ended = False
+
+    def on_end(self) -> None:
+        self.ended = True
+
+
+def _incomplete(why: str) -> DatasetRejected:
+    return DatasetRejected("incomplete-upload", f"the upload is incomplete: {why}; nothing was kept, send it again")
 
 
 async def receive_file(request: Request, folder: Path, limit: int, file_field: str = "file") -> Received:
     """Stream a multipart/form-data request's `file_field` part into `folder`; other parts are short text fields.
 
-    Raises PayloadTooLarge past `limit` bytes of file, InvalidInput for a body that is not such a form.
+    Raises PayloadTooLarge past `limit` bytes of file, InvalidInput for a body that is not such a form,
+    DatasetRejected('incomplete-upload') for a body cut short, InsufficientStorage when the disk is full.
     """
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise InvalidInput(f"send the dataset as multipart/form-data with a '{file_field}' part")
     check_length(request, limit + FORM_OVERHEAD, "an upload")
     body = bounded(request.stream(), limit + FORM_OVERHEAD, "an upload")
-    parser = MultiPartParser(request.headers, body, max_files=1, max_fields=16)
+    parser = _Parser(request.headers, body, max_files=1, max_fields=16)
     try:
-        form = await parser.parse()
+        with space_checked("the upload"):  # parts over 1 MiB spool to a temporary file
+            form = await parser.parse()
     except MultiPartException as exc:
         raise InvalidInput(f"the multipart body cannot be read: {exc.message}") from exc
+    except ClientDisconnect as exc:
+        raise _incomplete("the connection closed before the body ended") from exc
     try:
+        if not parser.ended:
+            raise _incomplete("the body ends before the multipart form's closing boundary (is its Content-Length "
+                              "short?)")
         upload = form.get(file_field)
         if not isinstance(upload, UploadFile):
             raise InvalidInput(f"the form has no file part named '{file_field}'")

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from store.errors import InvalidKey, NotFound
+from store.errors import InsufficientStorage, InvalidKey, NotFound
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHUNK = 1024 * 1024
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 @runtime_checkable
@@ -52,6 +56,38 @@ def validate_key(key: str) -> str:
     return key
 
 
+@contextmanager
+def space_checked(what: str) -> Iterator[None]:
+    """Raise InsufficientStorage for an out-of-space or over-quota OSError in the block; other errors pass."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        raise InsufficientStorage(f"no space left to store {what} ({os.strerror(exc.errno)}); nothing was kept, "
+                                  "retry once space is freed") from exc
+
+
+def write_new(folder: Path, stream: BinaryIO, prefix: str, what: str,
+              on_chunk: Callable[[bytes], None] | None = None) -> Path:
+    """Copy `stream` (`what`, for messages) to a new file in `folder`, synced to disk, passing each chunk to
+    `on_chunk`; on any error the file is removed (InsufficientStorage when the disk or the quota is full)."""
+    with space_checked(what):
+        fd, name = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := stream.read(_CHUNK):
+                    if on_chunk is not None:
+                        on_chunk(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            Path(name).unlink(missing_ok=True)
+            raise
+    return Path(name)
+
+
 class FileBlobStore:
     """Blobs as files under a root directory, each written to a temporary file and then atomically renamed."""
 
@@ -69,17 +105,13 @@ class FileBlobStore:
         """Store the stream's bytes under `key` (a new key when None) and return the key."""
         key = key if key is not None else uuid.uuid4().hex
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+        with space_checked(f"blob {key!r}"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = write_new(path.parent, stream, ".tmp-", f"blob {key!r}")
         try:
-            with os.fdopen(fd, "wb") as out:
-                while chunk := stream.read(_CHUNK):
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
         return key
 
@@ -90,7 +122,8 @@ class FileBlobStore:
         """
         key = key if key is not None else uuid.uuid4().hex
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with space_checked(f"blob {key!r}"):
+            target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.replace(path, target)
         except OSError:  # another filesystem: copy atomically, then drop the source
@@ -102,7 +135,8 @@ class FileBlobStore:
     def staging_dir(self) -> Path:
         """A folder on the store's filesystem for files being received (so `put_file` renames them)."""
         folder = self.root / ".staging"
-        folder.mkdir(exist_ok=True)
+        with space_checked("the upload"):
+            folder.mkdir(exist_ok=True)
         return folder
 
     def open(self, key: str) -> BinaryIO:

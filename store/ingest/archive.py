@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 import stat
 import struct
@@ -24,6 +25,11 @@ _EOCD = struct.Struct("<4s4H2LH")
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _DRIVE = re.compile(r"[A-Za-z]:")
+_LOCAL_HEADER_BYTES = 30  # a member's local header before its name: its stored bytes start no earlier
+# Archives inside an archive are never opened: by name, and by first bytes (zip, gzip, bzip2, xz, 7z, rar, zstd).
+_NESTED_SUFFIXES = (".zip", ".npz", ".jar", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".7z", ".rar", ".zst")
+_NESTED_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c",
+                 b"Rar!\x1a\x07", b"\x28\xb5\x2f\xfd")
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
 
@@ -56,12 +62,19 @@ def _declared_entries(path: Path) -> int:
     return entries
 
 
+def _nested(name: str, why: str) -> DatasetRejected:
+    return DatasetRejected("nested-archive", f"archive member {name!r} {why}; archives inside the archive are not "
+                           "opened: put the images themselves in class folders")
+
+
 def _check_member(info: zipfile.ZipInfo, limits: Limits) -> None:
     name = info.filename
     if name.startswith("/") or "\\" in name or _DRIVE.match(name) or ".." in name.split("/"):
         raise DatasetRejected("path-traversal", f"archive member {name!r} has an unsafe path")
     if stat.S_ISLNK(info.external_attr >> 16):
         raise DatasetRejected("path-traversal", f"archive member {name!r} is a symbolic link")
+    if not info.is_dir() and name.lower().endswith(_NESTED_SUFFIXES):
+        raise _nested(name, "is an archive")
     if info.flag_bits & 0x1:
         raise _corrupt(f"archive member {name!r} is encrypted; upload an archive without a password")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -69,6 +82,17 @@ def _check_member(info: zipfile.ZipInfo, limits: Limits) -> None:
     ratio = info.file_size / max(info.compress_size, 1)
     if info.file_size > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
         raise _bomb(f"archive member {name!r} expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
+
+
+def _check_layout(infos: list[zipfile.ZipInfo]) -> None:
+    """Refuse a member stored where another already is (a hard link: two names, one stored entry) or inside
+    another's stored bytes (overlapping members: the layout of a non-recursive zip bomb)."""
+    for before, after in itertools.pairwise(sorted(infos, key=lambda info: info.header_offset)):
+        if after.header_offset == before.header_offset:
+            raise DatasetRejected("path-traversal", f"archive member {after.filename!r} is a hard link: it names "
+                                  f"the stored entry of {before.filename!r}")
+        if after.header_offset < before.header_offset + _LOCAL_HEADER_BYTES + before.compress_size:
+            raise _bomb(f"archive member {after.filename!r} lies inside the stored bytes of {before.filename!r}")
 
 
 class SafeZip:
@@ -97,6 +121,7 @@ class SafeZip:
             raise _bomb(f"the archive has {len(infos)} entries; at most {limits.max_members}")
         for info in infos:
             _check_member(info, limits)
+        _check_layout(infos)
         total = sum(info.file_size for info in infos)
         if total > limits.max_uncompressed_bytes:
             raise _bomb(f"the archive expands to {total} bytes; at most {limits.max_uncompressed_bytes}")
@@ -120,9 +145,12 @@ class SafeZip:
             yield MemberReader(self, info, raw)
 
     def read(self, info: zipfile.ZipInfo) -> bytes:
-        """One member's bytes, read in bounded chunks."""
+        """One member's bytes, read in bounded chunks; refused when they are an archive, whatever the name."""
         with self.open(info) as member:
-            return member.read()
+            data = member.read()
+        if data.startswith(_NESTED_MAGIC):
+            raise _nested(info.filename, "holds an archive")
+        return data
 
     def charge(self, size: int) -> None:
         """Count `size` more bytes read from the archive; refuse once the total passes the limit."""

@@ -41,7 +41,7 @@ def detect_format(path: Path, filename: str, limits: Limits) -> str:
     if fmt in TEXT_FORMATS:
         if head.startswith(_UTF16_BOMS):
             raise DatasetRejected("not-utf8", f"{filename!r} is UTF-16 encoded; save it as UTF-8")
-        if any(head.startswith(magic) for magic in _BINARY_MAGIC) or b"\x00" in head:
+        if any(head.startswith(magic) for magic in _BINARY_MAGIC):
             raise DatasetRejected("unknown-format", f"{filename!r} is named {suffix} but holds {_what(head)}")
     elif not head.startswith(_ZIP_MAGIC):
         raise DatasetRejected("unknown-format", f"{filename!r} is named {suffix} but holds {_what(head)}, "

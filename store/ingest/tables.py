@@ -26,6 +26,10 @@ def _lines(path: Path, limits: Limits) -> Iterator[tuple[int, str]]:
                 raise DatasetRejected(
                     "text-too-long", f"line {line_no} is longer than {max_bytes} bytes; texts may have at most "
                     f"{limits.max_text_chars} characters")
+            if (nul := raw.find(b"\x00")) >= 0:
+                raise DatasetRejected(
+                    "nul-bytes", f"line {line_no} (byte offset {offset + nul}) holds a NUL byte, which no text has; "
+                    "save the file as UTF-8 text")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

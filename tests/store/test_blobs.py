@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from store.blobs import BlobStore, FileBlobStore
-from store.errors import InvalidKey, NotFound
+from store.errors import InsufficientStorage, InvalidKey, NotFound
 
 
 class _Breaks(io.RawIOBase):
@@ -25,6 +29,29 @@ class _Breaks(io.RawIOBase):
         if self.calls > 2:
             raise ConnectionError("client went away")
         return b"x" * 1000
+
+
+def fill_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on a file tempfile.mkstemp makes exists, but writes to it go to /dev/full: ENOSPC, as on a full
+    disk."""
+    make = tempfile.mkstemp
+
+    def mkstemp(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        fd, name = make(*args, **kwargs)
+        full = os.open("/dev/full", os.O_WRONLY)
+        os.dup2(full, fd)
+        os.close(full)
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def _over_quota(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on syncing a file fails with EDQUOT, as a quota-limited filesystem reports at fsync."""
+    def fsync(fd: int) -> None:
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+
+    monkeypatch.setattr(os, "fsync", fsync)
 
 
 def test_round_trip_with_generated_and_given_keys(tmp_path: Path) -> None:
@@ -52,6 +79,21 @@ def test_failed_write_keeps_old_content_and_leaves_no_temp_file(tmp_path: Path) 
     store.put(io.BytesIO(b"original"), "k")
     with pytest.raises(ConnectionError):
         store.put(_Breaks(), "k")  # type: ignore[arg-type]
+    with store.open("k") as f:
+        assert f.read() == b"original"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]
+
+
+@pytest.mark.parametrize("full", [fill_disk, _over_quota])
+def test_a_full_disk_or_quota_is_insufficient_storage_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: Any) -> None:
+    store = FileBlobStore(tmp_path)
+    store.put(io.BytesIO(b"original"), "k")
+    full(monkeypatch)
+    with pytest.raises(InsufficientStorage, match="no space left to store blob 'k'") as caught:
+        store.put(io.BytesIO(b"x" * 3_000_000), "k")
+    assert isinstance(caught.value.__cause__, OSError)
+    assert caught.value.__cause__.errno in (errno.ENOSPC, errno.EDQUOT)
     with store.open("k") as f:
         assert f.read() == b"original"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k"]

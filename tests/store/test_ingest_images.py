@@ -23,10 +23,6 @@ def _gray(side: int = 8, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (side, side, 1), dtype=np.uint8)
 
 
-
-
-
-
 @pytest.mark.parametrize("root", [None, "digits"])
 def test_digits_zip_inspects_and_loads_back_pixel_identical(tmp_path: Path, root: str | None) -> None:
     x, y = digits_arrays()
@@ -103,7 +99,7 @@ def test_an_image_over_the_side_limit_is_refused(tmp_path: Path) -> None:
     assert rejection(path, Limits(min_samples_per_class=1, max_image_side=4)).reason == "image-too-large"
 
 
-def _claim_size(png: bytes, width: int, height: int) -> bytes:
+def claim_size(png: bytes, width: int, height: int) -> bytes:
     """The PNG with its header claiming another size (and a valid header checksum)."""
     header = png[16:29]  # IHDR's data: width, height, depth, colour type...
     header = struct.pack(">II", width, height) + header[8:]
@@ -112,7 +108,7 @@ def _claim_size(png: bytes, width: int, height: int) -> bytes:
 
 @pytest.mark.parametrize("side", [5000, 60000])
 def test_a_decompression_bomb_png_is_refused_before_decoding(tmp_path: Path, side: int) -> None:
-    bomb = _claim_size(png_bytes(_gray()), side, side)
+    bomb = claim_size(png_bytes(_gray()), side, side)
     assert struct.unpack(">II", bomb[16:24]) == (side, side)
     members = [("a/1.png", png_bytes(_gray())), ("b/1.png", bomb)]
     error = rejection(write_zip(tmp_path / "data.zip", members), FEW)

@@ -80,6 +80,18 @@ def test_bad_utf8_is_refused_with_its_line_and_offset(tmp_path: Path) -> None:
     assert "line 3" in error.detail and "byte offset 20" in error.detail
 
 
+@pytest.mark.parametrize(("content", "line", "offset"), [
+    (b"text,label\nhe\x00llo,a\n", 2, 13),  # in the first bytes: once refused as "binary data"
+    (b"text,label\n" + b"hello there,a\n" * 1000 + b"bye,b\x00\n", 1002, 14016),  # past the format sniffing
+    ("text,label\nhello,a\n".encode("utf-16-le"), 1, 1),  # UTF-16 without a byte-order mark
+])
+def test_a_nul_byte_is_refused_with_its_line_and_offset(tmp_path: Path, content: bytes, line: int,
+                                                        offset: int) -> None:
+    error = _rejection(tmp_path / "d.csv", content)
+    assert error.reason == "nul-bytes"
+    assert f"line {line} (byte offset {offset})" in error.detail, error.detail
+
+
 @pytest.mark.parametrize(
     ("name", "content", "reason", "line"),
     [
