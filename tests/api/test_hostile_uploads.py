@@ -117,7 +117,7 @@ CORPUS: dict[str, Hostile] = {
     "invalid-utf8": Hostile(_file("d.csv", CSV + b"caf\xe9,b\n"), "not-utf8", "line 14"),
     "utf16": Hostile(_file("d.csv", CSV.decode().encode("utf-16")), "not-utf8", "UTF-16"),
     "nul-byte": Hostile(_file("d.csv", b"text,label\nhe\x00llo,a\n" + CSV[11:]), "nul-bytes", "line 2"),
-    "nul-byte-in-late-label": Hostile(_file("d.csv", CSV + b"filler,a\n" * 1000 + b"bye,b\x00\n"), "nul-bytes",
+    "nul-byte-in-late-label": Hostile(_file("d.csv", CSV + b"filler,a\n" * 1000 + b"bye,c\x00\n" * 6), "nul-bytes",
                                       "line 1014"),
     "line-10mb": Hostile(_file("d.csv", CSV + b"x" * (10 * MIB) + b",a\n"), "text-too-long", "line 14"),
     "ragged-csv": Hostile(_file("d.csv", CSV + b"no label\n"), "malformed-csv", "line 14"),
