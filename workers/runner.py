@@ -129,8 +129,9 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             if job.dataset_id is None:
                 raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
-            # a restarted attempt gets what earlier attempts left of the budget (claim: enough to train something)
-            left = job.budget_seconds - reporter.spent_before
+            # what earlier attempts and this one's start (importing the engine) left of the budget; claim saw to it
+            # that a restart has a tenth of it
+            left = max(job.budget_seconds - reporter.elapsed(), 1.0)
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
             limits, seed, queue, tolerance = dict(job.constraints), job.seed, job.queue, job.tolerance
         reporter.stage("loading")

@@ -48,11 +48,15 @@ class Db:
         return job if job.state in TERMINAL else None
 
 
-def submit(settings: Settings, digits: Digits, keys: Keys, budget: int) -> uuid.UUID:
-    """Upload the digits through a real API server and submit a job of `budget` seconds on them as alice."""
+def submit(settings: Settings, digits: Digits, keys: Keys, budget: int, name: str = "digits") -> uuid.UUID:
+    """Upload the digits (as dataset `name`) through a real API server and submit a job of `budget` seconds on them
+    as alice."""
     with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
         with digits.zip_path.open("rb") as f:
-            dataset = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)}).json()
+            r = client.post(f"{V1}/datasets", headers=keys.alice, files={"file": ("digits.zip", f)},
+                            data={"name": name})
+            assert r.status_code == 201, r.text
+            dataset = r.json()
         r = client.post(f"{V1}/jobs", headers=keys.alice, json={"dataset_id": dataset["id"], "budget": budget})
         assert r.status_code == 201, r.text
         return uuid.UUID(r.json()["id"])
