@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -56,6 +58,14 @@ def validate_key(key: str) -> str:
     return key
 
 
+PARTIAL = ".part"
+"""The suffix of a file still being written (`write_new`); it is renamed or removed once done."""
+
+ABANDONED_AFTER_S = 3600.0
+"""How long a partial file may go unwritten before `FileBlobStore.sweep` takes it for abandoned. A live upload
+writes every few seconds; its validation after the last byte takes minutes at most."""
+
+
 @contextmanager
 def space_checked(what: str) -> Iterator[None]:
     """Raise InsufficientStorage for an out-of-space or over-quota OSError in the block; other errors pass."""
@@ -73,7 +83,7 @@ def write_new(folder: Path, stream: BinaryIO, prefix: str, what: str,
     """Copy `stream` (`what`, for messages) to a new file in `folder`, synced to disk, passing each chunk to
     `on_chunk`; on any error the file is removed (InsufficientStorage when the disk or the quota is full)."""
     with space_checked(what):
-        fd, name = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".part")
+        fd, name = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=PARTIAL)
         try:
             with os.fdopen(fd, "wb") as out:
                 while chunk := stream.read(_CHUNK):
@@ -131,6 +141,18 @@ class FileBlobStore:
                 self.put(stream, key)
             Path(path).unlink(missing_ok=True)
         return key
+
+    def sweep(self, idle_s: float = ABANDONED_AFTER_S) -> list[Path]:
+        """Remove the partial files (`write_new`'s) that nothing has written to for `idle_s` seconds: what a process
+        killed while receiving an upload or storing a blob left behind. Returns what was removed."""
+        removed = []
+        cutoff = time.time() - idle_s
+        for path in self.root.rglob(f"*{PARTIAL}"):
+            with contextlib.suppress(FileNotFoundError):  # finished or swept by another process meanwhile
+                if path.is_file() and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed.append(path)
+        return removed
 
     def staging_dir(self) -> Path:
         """A folder on the store's filesystem for files being received (so `put_file` renames them)."""

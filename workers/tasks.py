@@ -1,5 +1,5 @@
 """The workers' tasks, registered by name: `netsynth.synthesize(job_id)`, `netsynth.trial(trial_task_id)` (one
-search trial of a job running on another worker); and the reaper of abandoned jobs."""
+search trial of a job running on another worker); and the reaper of abandoned jobs and abandoned partial files."""
 
 from __future__ import annotations
 
@@ -77,6 +77,14 @@ def reap_once(settings: Settings) -> list[uuid.UUID]:
         engine.dispose()
 
 
+def sweep_once(settings: Settings) -> int:
+    """Remove the partial files abandoned in the blob store (a process killed mid-upload or mid-write left them)."""
+    removed = FileBlobStore(settings.blob_dir).sweep()
+    for path in removed:
+        log.warning("removed the abandoned partial file %s", path)
+    return len(removed)
+
+
 _stop = threading.Event()
 
 
@@ -84,6 +92,7 @@ def _reap_forever(settings: Settings) -> None:
     while not _stop.wait(settings.lease_seconds / 2):
         try:
             reap_once(settings)
+            sweep_once(settings)
         except Exception:
             log.exception("the reaper failed; trying again later")
 

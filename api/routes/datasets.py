@@ -18,7 +18,15 @@ from api.schemas import storable
 from api.schemas.datasets import DatasetOut
 from api.upload import Received, receive_file
 from store.blobs import BlobStore, FileBlobStore
-from store.errors import Conflict, DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, QuotaExceeded
+from store.errors import (
+    Conflict,
+    DatasetRejected,
+    InsufficientStorage,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    QuotaExceeded,
+)
 from store.ingest import inspect_file
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
@@ -110,6 +118,7 @@ def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, 
     PayloadTooLarge: "The file is larger than the service accepts.",
     QuotaExceeded: "The file does not fit in the caller's storage quota (`quota-storage`): `detail` says how much "
                    "to free.",
+    InsufficientStorage: "The service's storage is full: nothing was kept; retry once space is freed.",
 }))
 async def upload_dataset(request: Request, response: Response, user: CurrentUser, session: SessionDep,
                          settings: SettingsDep, blobs: BlobsDep) -> DatasetOut:

@@ -288,6 +288,8 @@ async def test_a_full_disk_answers_507_and_keeps_nothing(
         fill_disk(patch)
         await _full_then_serving(client, account, path, settings, factory, spool)
     assert (await upload(client, account, path)).status_code == 201
+    documented = (await client.get("/api/v1/openapi.json")).json()["paths"]["/api/v1/datasets"]["post"]["responses"]
+    assert "application/problem+json" in documented["507"]["content"]
 
 
 @pytest.fixture
