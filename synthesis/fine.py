@@ -22,8 +22,9 @@ from synthesis.deliver import Delivered
 from synthesis.progress import INTERRUPTED, Cancelled, Reporter, Stopped
 
 TIME_SHARE = 0.75
-"""Of the seconds left in a time budget's fine share, what compression's retraining and searches get: its final
-measurements (ONNX exports, their verification, latency runs) come on top of its `seconds`."""
+"""Of the seconds left in a time budget's fine share, what compression gets (it keeps the measured cost of its final
+measurements out of its retraining: `synthesis.compress.pipeline.MEASURE_MARGIN`); the rest absorbs what those
+measurements take beyond the estimate."""
 MIN_SECONDS = 1.0
 """A time budget's fine share below this is skipped: no retraining would fit in it."""
 

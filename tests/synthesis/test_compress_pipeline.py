@@ -4,6 +4,7 @@ cancellation still delivers, budgets are counted."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
-from synthesis.compress import Options, compress, grant
+from synthesis.compress import Options, compress, grant, pipeline
 from synthesis.compress.retrain import retraining
 from synthesis.progress import Cancelled, Stopped
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, trained
@@ -139,3 +140,24 @@ def test_a_network_whose_validation_loss_rose_past_the_limit_is_not_kept() -> No
     assert c.report["val_loss_after"] <= ceiling
     with pytest.raises(ValueError, match="loss_rise"):
         Options(loss_rise=-0.1)
+
+
+@pytest.mark.parametrize(("seconds", "retrains"), [(4.0, False), (1_000.0, True)])
+def test_a_time_budget_keeps_the_measured_cost_of_the_final_measurements(monkeypatch: pytest.MonkeyPatch,
+                                                                         seconds: float, retrains: bool) -> None:
+    """Measuring a network (export, verification, latency) takes 3 s on this fake clock, which stands still
+    otherwise: a 4 s budget must keep 3 s and half as much again for the end, so nothing is left to retrain."""
+    now = [0.0]
+    measure = pipeline.figures
+
+    def slow_figures(*args: Any, **kwargs: Any) -> Any:
+        now[0] += 3.0
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "figures", slow_figures)
+    spec, variables = trained()
+    recorder = Recorder()
+    c = compress(spec, variables, digits(), seconds=seconds, seed=1, reporter=recorder,
+                 options=Options(prune_rounds=1, max_epochs=1), config=CONFIG, clock=lambda: now[0])
+    assert any(kind == "compress_retrain" for kind, _ in recorder.events) is retrains
+    assert c.report["before"]["params"] == c.report["after"]["params"] or retrains
