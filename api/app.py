@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.admission import Admission, admission_limit
 from api.errors import install_error_handlers
 from api.fanout import close_hub
 from api.logs import RequestContext, install_logging
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
     install_logging(settings.log_format)
+    app.add_middleware(Admission, limit=admission_limit(engine))
     app.add_middleware(RequestContext, observe=record_request)
     install_metrics(app)
     return app

@@ -12,11 +12,10 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 
-import anyio.to_thread
 from sqlalchemy.orm import Session, sessionmaker
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from api.fanout import Poll, hub_for, read_poll
+from api.fanout import Poll, hub_for, in_reader, read_poll
 from store.jobs import TERMINAL
 
 PING_SECONDS = 15.0
@@ -63,7 +62,7 @@ async def _stream(factory: sessionmaker[Session], job_id: uuid.UUID, after: int)
         feed = watch.feed
         await feed.ready.wait()  # the feed's first read comes before the backlog's: no event falls between them
         changed = feed.changed
-        poll = await anyio.to_thread.run_sync(read_poll, factory, job_id, after)
+        poll = await in_reader(read_poll, factory, job_id, after)
         while True:
             for event in poll.events:
                 yield ServerSentEvent(data=event.model_dump_json(), event=event.kind, id=str(event.seq))

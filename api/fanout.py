@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,8 +34,22 @@ POLL_SECONDS = 0.25
 NOTIFIED_POLL_SECONDS = 1.0
 """How often a feed reads while PostgreSQL notifications are heard (state changes without an event)."""
 
+READERS = 3
+"""Threads (each with a connection at most) that read for the event streams of one API process: their own, so that
+the streams never wait for the threads requests use, and `api.admission` keeps connections for them."""
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+_readers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+
+
+async def in_reader(read: Callable[..., T], *args: object) -> T:
+    """`read(*args)` in one of the READERS threads of this event loop."""
+    loop = asyncio.get_running_loop()
+    limiter = _readers.get(loop)
+    if limiter is None:
+        limiter = _readers[loop] = anyio.CapacityLimiter(READERS)
+    return await anyio.to_thread.run_sync(read, *args, limiter=limiter)
 
 
 @dataclass(frozen=True)
@@ -131,7 +146,7 @@ class Feed:
     async def _read(self, read: Callable[..., T], *args: object) -> T | None:
         """`read(*args)` in a worker thread; None (after a pause) when the database fails, to try again."""
         try:
-            return await anyio.to_thread.run_sync(read, *args)
+            return await in_reader(read, *args)
         except SQLAlchemyError as exc:
             log.warning("job %s: reading its events failed: %s", self.job_id, str(exc).splitlines()[0])
             await self._wait()

@@ -1,0 +1,85 @@
+"""Admission: no more requests at work than the database pool has connections for; a started response leaves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from api.admission import UNBOUNDED_POOL_LIMIT, Admission, admission_limit
+from api.fanout import READERS
+
+pytestmark = pytest.mark.anyio
+
+
+def _app(limit: int) -> tuple[FastAPI, list[str], anyio.Event, anyio.Event]:
+    """An app whose /work handlers wait for `release`, and whose /stream answers at once and streams until then."""
+    app = FastAPI()
+    inside: list[str] = []
+    release, streaming = anyio.Event(), anyio.Event()
+
+    @app.get("/work/{name}")
+    async def work(name: str) -> str:
+        inside.append(name)
+        await release.wait()
+        return name
+
+    @app.get("/stream")
+    async def stream() -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            yield b"first"
+            streaming.set()
+            await release.wait()
+        return StreamingResponse(body())
+
+    app.add_middleware(Admission, limit=limit)
+    return app, inside, release, streaming
+
+
+async def test_requests_past_the_limit_wait_their_turn() -> None:
+    app, inside, release, _ = _app(limit=2)
+    results: list[str] = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+
+        async def get(name: str) -> None:
+            results.append((await client.get(f"/work/{name}")).json())
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for name in "abc":
+                    tg.start_soon(get, name)
+                while len(inside) < 2:
+                    await anyio.sleep(0.01)
+                for _ in range(20):  # the third stays out while two are at work
+                    await anyio.sleep(0.01)
+                    assert len(inside) == 2
+                release.set()
+    assert sorted(inside) == sorted(results) == ["a", "b", "c"]
+
+
+async def test_a_started_response_frees_its_place() -> None:
+    app, inside, release, streaming = _app(limit=1)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.get, "/stream")
+                await streaming.wait()  # the stream's response began and it goes on streaming
+                tg.start_soon(client.get, "/work/a")
+                while inside != ["a"]:  # admitted beside the stream
+                    await anyio.sleep(0.01)
+                release.set()
+
+
+def test_the_limit_is_the_pools_connections_less_the_event_readers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"  # engines that never connect
+    assert admission_limit(create_engine(url, pool_size=7, max_overflow=4)) == 7 + 4 - READERS
+    assert admission_limit(create_engine(url, pool_size=1, max_overflow=0)) == 1
+    assert admission_limit(create_engine(url, pool_size=5, max_overflow=-1)) == UNBOUNDED_POOL_LIMIT
+    assert admission_limit(create_engine(url, poolclass=NullPool)) == UNBOUNDED_POOL_LIMIT
