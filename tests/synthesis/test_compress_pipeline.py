@@ -16,6 +16,7 @@ from core.onnx_run import OnnxClassifier
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress import Options, compress, grant, pipeline
+from synthesis.compress.report import figures
 from synthesis.compress.retrain import retraining
 from synthesis.progress import Cancelled, Stopped
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, trained
@@ -148,11 +149,10 @@ def test_a_time_budget_keeps_the_measured_cost_of_the_final_measurements(monkeyp
     """Measuring a network (export, verification, latency) takes 3 s on this fake clock, which stands still
     otherwise: a 4 s budget must keep 3 s and half as much again for the end, so nothing is left to retrain."""
     now = [0.0]
-    measure = pipeline.figures
 
     def slow_figures(*args: Any, **kwargs: Any) -> Any:
         now[0] += 3.0
-        return measure(*args, **kwargs)
+        return figures(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "figures", slow_figures)
     spec, variables = trained()
