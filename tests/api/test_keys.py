@@ -87,6 +87,6 @@ async def test_invalid_key_bodies_are_422_and_create_nothing(
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/api/v1/me/keys"), ("POST", "/api/v1/me/keys"),
-                                              ("DELETE", f"/api/v1/me/keys/{uuid.uuid4()}")])
+                                              ("DELETE", "/api/v1/me/keys/00000000-0000-4000-8000-000000000000")])
 async def test_the_key_routes_need_a_key(client: httpx.AsyncClient, method: str, path: str) -> None:
     assert_problem(await client.request(method, path, json={"name": "x"}), 401)
