@@ -13,24 +13,33 @@ from store.ingest.text import tokenize
 
 
 class Duplicates:
-    """Counts exact duplicate inputs and inputs seen with more than one label."""
+    """Counts exact duplicate inputs and inputs seen with more than one label, in 16 bytes per sample (an 8-byte
+    BLAKE2b digest of the input and a label id), so a dataset of millions of rows is profiled in tens of MB: a
+    dict of digests took about 140 bytes per distinct input (148 MiB for a 1 GB CSV of 1.06 M texts, bench/load.py).
+    Two distinct inputs share a digest with probability about n^2 / 2^65 (3e-8 for a million)."""
 
     def __init__(self) -> None:
-        self._seen: dict[bytes, Hashable] = {}
-        self._conflicting: set[bytes] = set()
-        self._samples = 0
+        self._digests = array("Q")
+        self._labels = array("q")
+        self._label_ids: dict[Hashable, int] = {}
 
     def add(self, key: bytes, label: Hashable) -> None:
         """Record one sample by its input's bytes and its label."""
-        self._samples += 1
-        digest = hashlib.blake2b(key, digest_size=16).digest()
-        first = self._seen.setdefault(digest, label)
-        if first != label:
-            self._conflicting.add(digest)
+        self._digests.append(int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little"))
+        self._labels.append(self._label_ids.setdefault(label, len(self._label_ids)))
 
     def summary(self) -> dict[str, int]:
         """`count`: samples repeating an earlier input; `conflicting`: inputs seen with different labels."""
-        return {"count": self._samples - len(self._seen), "conflicting": len(self._conflicting)}
+        if not self._digests:
+            return {"count": 0, "conflicting": 0}
+        digests = np.frombuffer(self._digests, dtype=np.uint64)
+        labels = np.frombuffer(self._labels, dtype=np.int64)
+        order = np.lexsort((labels, digests))
+        digests, labels = digests[order], labels[order]
+        new_input = np.concatenate([[True], digests[1:] != digests[:-1]])
+        new_pair = new_input | np.concatenate([[True], labels[1:] != labels[:-1]])
+        labels_per_input = np.add.reduceat(new_pair.astype(np.int64), np.flatnonzero(new_input))
+        return {"count": int(len(digests) - new_input.sum()), "conflicting": int((labels_per_input > 1).sum())}
 
 
 def pixel_key(pixels: np.ndarray) -> bytes:
