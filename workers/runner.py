@@ -144,7 +144,7 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             result = synthesize(prepared.task, budget, options, reporter)
         finally:
             executor.discard_weights()
-        end = JobState.CANCELLED if result.stop_reason == "cancelled" else JobState.SUCCEEDED
+        end = JobState.CANCELLED if result.stop_reason == Cancelled.reason else JobState.SUCCEEDED
         return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), end)
     except OutOfTime:
         return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
@@ -152,7 +152,7 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
     except Cancelled:  # the user's, before anything trained: synthesis had nothing to deliver
         return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed(),
                     note="cancelled before any candidate finished training: no model")
-    except SoftTimeLimitExceeded:  # outside `soft_time_limit_as_deadline` (loading the data, saving the model)
+    except SoftTimeLimitExceeded:  # where `soft_time_limit_as_deadline` could not take the signal (not the main thread)
         return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
                     error="the job ran past its budget's time limit and was stopped")
     except LeaseTaken:
