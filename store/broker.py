@@ -29,6 +29,11 @@ QUEUES = ("cpu", "gpu")
 _FILESYSTEM = "filesystem://"
 
 
+def is_redis(broker_url: str) -> bool:
+    """Whether `broker_url` is a Redis broker (which rate limits and queue-depth metrics then use too)."""
+    return broker_url.startswith(("redis://", "rediss://"))
+
+
 def filesystem_dir(broker_url: str) -> Path | None:
     """The folder of a `filesystem://PATH` broker URL, or None for any other broker."""
     if not broker_url.startswith(_FILESYSTEM):
@@ -68,7 +73,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "store_processed": False,
             "polling_interval": settings.broker_poll_seconds,
         }
-    elif settings.broker_url.startswith(("redis://", "rediss://")):
+    elif is_redis(settings.broker_url):
         config["broker_transport_options"] = {"visibility_timeout": visibility_timeout(settings)}
     return config
 

@@ -18,9 +18,9 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import MovingWindowRateLimiter
 
+from store.broker import is_redis
 from store.settings import Settings
 
-REDIS_SCHEMES = ("redis://", "rediss://")
 KEY_PREFIX = "netsynth-rate"
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class RateLimiter:
 def make_limiter(settings: Settings) -> RateLimiter:
     """The limiter `settings` configure: on the Redis broker when it is one, else in memory."""
     storage: Storage
-    if settings.broker_url.startswith(REDIS_SCHEMES):
+    if is_redis(settings.broker_url):
         storage = RedisStorage(settings.broker_url, key_prefix=KEY_PREFIX, wrap_exceptions=True,
                                socket_connect_timeout=2, socket_timeout=2)
     else:
