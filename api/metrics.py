@@ -33,7 +33,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from store.broker import QUEUES, filesystem_dir
+from store.broker import QUEUES, filesystem_dir, is_redis
 from store.models import Candidate, CandidateStatus, Job, JobEvent, JobState, TrialState, TrialTask
 from store.settings import Settings
 
@@ -67,6 +67,10 @@ def _counts(session: Session, column: InstrumentedAttribute[Any]) -> dict[Any, i
     return {value: count for value, count in session.execute(select(column, func.count()).group_by(column))}
 
 
+UNFINISHED = ("proposed", "remote")
+"""Statuses of a trial's `candidate` events before it ends (each trial reports again when it ends)."""
+
+
 class StoreCollector(Collector):
     """The gauges and counters read from the database and the broker at each scrape."""
 
@@ -75,7 +79,7 @@ class StoreCollector(Collector):
         self.queues = sorted({*QUEUES, settings.default_queue})
         broker = settings.broker_url
         self.redis = (redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
-                      if broker.startswith(("redis://", "rediss://")) else None)
+                      if is_redis(broker) else None)
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("netsynth_source_up", "Whether the source answered this scrape.", labels=["source"])
@@ -97,11 +101,14 @@ class StoreCollector(Collector):
         with self.factory() as session:
             jobs, candidates, tasks = (_counts(session, c) for c in (Job.state, Candidate.status, TrialTask.state))
             seconds = session.scalar(select(func.coalesce(func.sum(Job.device_seconds), 0.0)))
-            trials = session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.kind == "candidate"))
+            ended = JobEvent.payload["status"].as_string().not_in(UNFINISHED)  # a trial's first event proposes it
+            trials = session.scalar(select(func.count()).select_from(JobEvent).where(JobEvent.kind == "candidate",
+                                                                                      ended))
         return [
             _by(GaugeMetricFamily("netsynth_jobs", "Jobs by state.", labels=["state"]), JobState, jobs),
             CounterMetricFamily("netsynth_device_seconds", "Device-seconds spent by all jobs.", float(seconds or 0)),
-            CounterMetricFamily("netsynth_trials", "Search trials reported by jobs (candidate events).", trials or 0),
+            CounterMetricFamily("netsynth_trials", "Search trials that ended (trained, stopped, failed or cancelled).",
+                                trials or 0),
             _by(GaugeMetricFamily("netsynth_candidates", "Trials of finished jobs, by status.", labels=["status"]),
                 CandidateStatus, candidates),
             _by(GaugeMetricFamily("netsynth_trial_tasks", "Trials sent to other workers, by state.",

@@ -72,7 +72,8 @@ async def test_job_trial_and_device_figures_reflect_the_rows(
         transition(done, JobState.SUCCEEDED)
         running.device_seconds, done.device_seconds = 12.5, 30.0
         for n in range(3):
-            append_event(s, running, "candidate", {"n": n})
+            append_event(s, running, "candidate", {"n": n, "status": "proposed"})  # proposed, then trained
+            append_event(s, running, "candidate", {"n": n, "status": "completed"})
         append_event(s, running, "progress")
         s.add_all([Candidate(job_id=done.id, spec={}, status=CandidateStatus.TRAINED),
                    Candidate(job_id=done.id, spec={}, status=CandidateStatus.FAILED),
