@@ -64,19 +64,30 @@ def _charges(session: Session, user: User, since: datetime) -> list[tuple[dateti
             for created, spent, budget, running in rows]
 
 
-def usage(session: Session, user: User, settings: Settings, now: datetime | None = None) -> Usage:
-    """What `user` uses of each quota now, against its effective limit."""
-    since = (now or utcnow()) - WINDOW
-    active = session.scalar(select(func.count()).select_from(Job)
-                            .where(Job.owner_id == user.id, Job.state.not_in(TERMINAL))) or 0
+def active_jobs(session: Session, user: User, settings: Settings) -> Quota:
+    """The user's queued and running jobs against their limit."""
+    used = session.scalar(select(func.count()).select_from(Job)
+                          .where(Job.owner_id == user.id, Job.state.not_in(TERMINAL))) or 0
+    return Quota(used, *_limit(user.quota_active_jobs, settings.max_active_jobs_per_user))
+
+
+def device_seconds(session: Session, user: User, settings: Settings, now: datetime) -> Quota:
+    """The device-seconds the user's jobs of the last 30 days spent or hold, against their limit."""
+    used = sum(charge for _, charge, _ in _charges(session, user, now - WINDOW))
+    return Quota(used, *_limit(user.quota_device_seconds, settings.device_seconds_per_30_days))
+
+
+def storage_bytes(session: Session, user: User, settings: Settings) -> Quota:
+    """The bytes of the user's datasets against their limit."""
     stored = session.scalar(select(func.coalesce(func.sum(Dataset.size_bytes), 0))
                             .where(Dataset.owner_id == user.id)) or 0
-    return Usage(
-        active_jobs=Quota(active, *_limit(user.quota_active_jobs, settings.max_active_jobs_per_user)),
-        device_seconds=Quota(sum(charge for _, charge, _ in _charges(session, user, since)),
-                             *_limit(user.quota_device_seconds, settings.device_seconds_per_30_days)),
-        storage_bytes=Quota(int(stored), *_limit(user.quota_storage_bytes, settings.storage_bytes_per_user)),
-    )
+    return Quota(int(stored), *_limit(user.quota_storage_bytes, settings.storage_bytes_per_user))
+
+
+def usage(session: Session, user: User, settings: Settings, now: datetime | None = None) -> Usage:
+    """What `user` uses of each quota now, against its effective limit."""
+    return Usage(active_jobs(session, user, settings), device_seconds(session, user, settings, now or utcnow()),
+                 storage_bytes(session, user, settings))
 
 
 def _lock(session: Session, user: User) -> None:
@@ -100,13 +111,12 @@ def check_job(session: Session, user: User, settings: Settings, budget_seconds: 
     """Raise QuotaExceeded unless `user` may queue one more job with a budget of `budget_seconds`."""
     now = now or utcnow()
     _lock(session, user)
-    quotas = usage(session, user, settings, now)
-    active = quotas.active_jobs
+    active = active_jobs(session, user, settings)
     if active.used >= active.limit:
         raise QuotaExceeded(ACTIVE_JOBS, f"you have {active.used} queued or running job(s), your limit is "
                             f"{active.limit}: cancel one (POST /api/v1/jobs/{{job_id}}/cancel) or wait for one "
                             "to finish")
-    device = quotas.device_seconds
+    device = device_seconds(session, user, settings, now)
     if budget_seconds > device.left:
         frees = _frees_at(session, user, device, budget_seconds, now)
         when = f"; or wait until {frees.isoformat(timespec='seconds')}, when older jobs' time leaves the " \
@@ -120,7 +130,7 @@ def check_job(session: Session, user: User, settings: Settings, budget_seconds: 
 def check_storage(session: Session, user: User, settings: Settings, size_bytes: int) -> None:
     """Raise QuotaExceeded unless `user` may store `size_bytes` more bytes of datasets."""
     _lock(session, user)
-    storage = usage(session, user, settings).storage_bytes
+    storage = storage_bytes(session, user, settings)
     if size_bytes > storage.left:
         if size_bytes > storage.limit:
             what = "it is larger than your whole quota; upload a smaller dataset"
