@@ -8,12 +8,14 @@ requests that hold the connections wait for a thread: nothing moves until the po
 in two minutes and 3.5 requests per second. Admitting no more requests than there are connections (less those kept
 for the event streams' readers, which have threads of their own: `api.fanout.READERS`) lets every admitted request
 get a connection, so none waits for one while holding a thread. A request leaves as its response begins (its
-session has closed by then), so an event stream holds no place while it streams.
+session has closed by then), so an event stream holds no place while it streams. The exempt paths (the health
+probe, the metrics scrape) never wait: a probe must answer however busy the API is.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
@@ -34,10 +36,11 @@ def admission_limit(engine: Engine) -> int:
 
 
 class Admission:
-    """ASGI middleware: at most `limit` HTTP requests between their start and their response's start."""
+    """ASGI middleware: at most `limit` HTTP requests between their start and their response's start; requests
+    for the `exempt` paths are not counted and never wait."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp, limit: int, exempt: Collection[str] = ()) -> None:
+        self.app, self.limit, self.exempt = app, limit, frozenset(exempt)
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -48,7 +51,7 @@ class Admission:
         return self._slots
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
         slots = self._semaphore()

@@ -11,6 +11,7 @@ from api.admission import Admission, admission_limit
 from api.errors import install_error_handlers
 from api.fanout import close_hub
 from api.logs import RequestContext, install_logging
+from api.metrics import PATH as METRICS_PATH
 from api.metrics import install_metrics, record_request
 from api.openapi import install_problem_schema
 from api.routes import datasets, health, jobs, me, models, search
@@ -19,6 +20,9 @@ from store.db import make_engine, make_session_factory
 from store.settings import Settings
 
 API_PREFIX = "/api/v1"
+PROBES = frozenset({API_PREFIX + health.PATH, METRICS_PATH})
+"""The health probe and the metrics scrape: no API key, so never rate limited, and never kept waiting for
+admission (a probe must answer however busy the API is)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -50,7 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
     install_logging(settings.log_format)
-    app.add_middleware(Admission, limit=admission_limit(engine))
+    app.add_middleware(Admission, limit=admission_limit(engine), exempt=PROBES)
     app.add_middleware(RequestContext, observe=record_request)
     install_metrics(app)
     return app

@@ -37,6 +37,8 @@ from store.broker import QUEUES, filesystem_dir, is_redis
 from store.models import Candidate, CandidateStatus, Job, JobEvent, JobState, TrialState, TrialTask
 from store.settings import Settings
 
+PATH = "/metrics"
+"""Where the metrics are served (outside the API's prefix, where scrapers look by default)."""
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -154,4 +156,4 @@ def install_metrics(app: FastAPI) -> None:
     def metrics() -> Response:
         return Response(exposition(store), media_type=CONTENT_TYPE_LATEST)
 
-    app.add_api_route("/metrics", metrics, methods=["GET"], include_in_schema=False)
+    app.add_api_route(PATH, metrics, methods=["GET"], include_in_schema=False)

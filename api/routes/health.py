@@ -12,9 +12,11 @@ from api.schemas import Health
 from store.errors import Unavailable
 
 router = APIRouter(route_class=ProblemRoute, tags=["health"])
+PATH = "/health"
+"""The health probe's path under the API's prefix."""
 
 
-@router.get("/health", responses=problems({Unavailable: "The database does not answer."}))
+@router.get(PATH, responses=problems({Unavailable: "The database does not answer."}))
 def health(session: SessionDep) -> Health:
     """Report ok when the database answers a trivial query; 503 when it does not."""
     try:

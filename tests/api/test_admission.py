@@ -1,4 +1,5 @@
-"""Admission: no more requests at work than the database pool has connections for; a started response leaves."""
+"""Admission: no more requests at work than the database pool has connections for; a started response leaves;
+the health probe and the metrics scrape never wait."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from api.admission import UNBOUNDED_POOL_LIMIT, Admission, admission_limit
+from api.app import create_app
 from api.fanout import READERS
+from store.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +86,34 @@ def test_the_limit_is_the_pools_connections_less_the_event_readers(tmp_path: Pat
     assert admission_limit(create_engine(url, pool_size=1, max_overflow=0)) == 1
     assert admission_limit(create_engine(url, pool_size=5, max_overflow=-1)) == UNBOUNDED_POOL_LIMIT
     assert admission_limit(create_engine(url, poolclass=NullPool)) == UNBOUNDED_POOL_LIMIT
+
+
+async def test_health_and_metrics_answer_while_every_place_is_taken(settings: Settings,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("api.app.admission_limit", lambda _engine: 1)
+    app = create_app(settings)
+    inside: list[str] = []
+    release = anyio.Event()
+
+    @app.get("/api/v1/work/{name}")
+    async def work(name: str) -> str:
+        inside.append(name)
+        await release.wait()
+        return name
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.get, "/api/v1/work/a")
+                while inside != ["a"]:  # the only place is taken
+                    await anyio.sleep(0.01)
+                tg.start_soon(client.get, "/api/v1/work/b")
+                with anyio.fail_after(10):
+                    health, metrics = await client.get("/api/v1/health"), await client.get("/metrics")
+                assert inside == ["a"]  # b still waits for its turn
+                release.set()
+    app.state.engine.dispose()
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert metrics.status_code == 200 and "netsynth_jobs" in metrics.text
+    assert inside == ["a", "b"]
