@@ -1,7 +1,8 @@
 """Each request's id and its one access line: the `RequestContext` middleware, and the API's logging setup.
 
-A request keeps a valid `X-Request-ID` it came with (else it gets a new one) and answers with it; every line logged
-while it is served carries it as `request_id`, and `job_id` (or `dataset_id`, `model_id`) once its route names one.
+A request keeps a valid `X-Request-ID` it came with (else it gets a new one) and answers with it, an unexpected
+error's 500 included; every line logged while it is served carries it as `request_id`, and `job_id` (or
+`dataset_id`, `model_id`) once its route names one.
 With `NETSYNTH_LOG_FORMAT=json`, uvicorn's own lines come out as JSON too, and its access line gives way to ours.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.errors import problem_for
 from store.logs import Field, log_context, setup_logging
 
 REQUEST_ID = "X-Request-ID"
@@ -65,7 +67,9 @@ def _path_id(scope: Scope, name: str) -> Field:
 
 
 class RequestContext:
-    """ASGI middleware: the request id (header and log field), one access line per request, and `observe(...)`."""
+    """ASGI middleware: the request id (header and log field), one access line per request, and `observe(...)`;
+    an exception no handler took becomes the opaque 500 problem here, so that it too carries the request id (and
+    its logged traceback, the request's fields)."""
 
     def __init__(self, app: ASGIApp, observe: Observer | None = None) -> None:
         self.app, self.observe = app, observe
@@ -88,6 +92,10 @@ class RequestContext:
         with log_context(request_id=request_id, **{name: _path_id(scope, name) for name in PATH_IDS}):
             try:
                 await self.app(scope, receive, send_with_id)
+            except Exception as exc:
+                if seconds is not None:  # the response began: too late for a 500, the server closes the connection
+                    raise
+                await problem_for(exc, scope["path"])(scope, receive, send_with_id)
             finally:
                 self._finished(scope, status, time.perf_counter() - started if seconds is None else seconds)
 

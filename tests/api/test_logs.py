@@ -67,6 +67,34 @@ async def test_a_request_logs_json_with_its_request_id_and_job_id(
     assert access[-1]["request_id"] == refused.headers["X-Request-ID"]
 
 
+@pytest.mark.anyio
+async def test_an_unexpected_error_answers_with_its_request_id_and_logs_its_traceback_only(
+    settings: Settings, logged: Logged
+) -> None:
+    app = create_app(settings.model_copy(update={"log_format": "json"}))
+
+    @app.get("/api/v1/boom")
+    def boom() -> None:
+        raise RuntimeError("secret connection string postgres://admin:hunter2@db")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        sent = await client.get("/api/v1/boom", headers={"X-Request-ID": "from-the-proxy.2"})
+        fresh = await client.get("/api/v1/boom")
+    app.state.engine.dispose()
+    for r in (sent, fresh):
+        assert r.status_code == 500 and r.headers["content-type"] == "application/problem+json"
+        assert r.json()["detail"] == "the server hit an unexpected error"
+        assert "Traceback" not in r.text and "hunter2" not in r.text and "RuntimeError" not in r.text
+    assert sent.headers["X-Request-ID"] == "from-the-proxy.2" and len(fresh.headers["X-Request-ID"]) == 32
+    lines = logged()
+    (error, _) = [line for line in lines if line["logger"] == "api.errors"]
+    assert error["request_id"] == "from-the-proxy.2" and "RuntimeError: secret" in error["exc"]
+    access = [line for line in lines if line["logger"] == "api.access"]
+    assert [(a["request_id"], a["status"]) for a in access] == [("from-the-proxy.2", 500),
+                                                               (fresh.headers["X-Request-ID"], 500)]
+
+
 def test_text_format_leaves_logging_alone(settings: Settings, logged: Logged) -> None:
     before = list(logging.getLogger().handlers)
     create_app(settings).state.engine.dispose()
