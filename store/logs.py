@@ -107,7 +107,8 @@ def setup_logging(log_format: str, *, stream: TextIO | None = None, level: int |
 
 def configure_worker_logging(log_format: str) -> None:
     """In a Celery worker: with "json", log JSON lines instead of Celery's text (at the worker's --loglevel), each
-    line of a task carrying the id its first argument names (`job_id` for a synthesis, `trial_task_id`). With
+    line of a task carrying the id its first argument names (`job_id` for a synthesis, `trial_task_id` for a trial,
+    whose lines also carry its job's `job_id` once it knows it: `workers.subtask`). With
     "text", Celery logs as it does by default (and an earlier "json" is undone)."""
     receivers = ((signals.setup_logging, _celery_setup_logging), (signals.task_prerun, _bind_task),
                  (signals.task_postrun, _unbind_task))

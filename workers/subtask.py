@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from store.base import utcnow
 from store.db import session_scope
+from store.logs import log_context
 from store.models import Dataset, Job, JobState, TrialState, TrialTask
 from workers.runner import Context
 
@@ -75,7 +76,8 @@ def _watch(ctx: Context, row_id: uuid.UUID, every_s: float = 1.0) -> Callable[[]
 
 
 def run_trial_task(ctx: Context, row_id: uuid.UUID, worker: str) -> str:
-    """Train the trial of row `row_id` on this worker and store its report; return what happened."""
+    """Train the trial of row `row_id` on this worker and store its report; return what happened. The lines logged
+    while it trains and stores carry the `job_id` of the job the trial belongs to."""
     claimed = _claim(ctx, row_id, worker)  # before JAX loads: the coordinator sees at once that a worker took it
     if claimed is None:
         return "skipped"
@@ -84,13 +86,14 @@ def run_trial_task(ctx: Context, row_id: uuid.UUID, worker: str) -> str:
 
     row, job = claimed
     request = TrialRequest.from_dict(row.request)
-    try:
-        report = run_request(request, training_data(ctx, job), worker, _watch(ctx, row_id))
-    except Exception as exc:  # a failed trial never fails the job
-        log.exception("trial %s of job %s failed", request.index, job.id)
-        report = TrialReport(request.index, TrialResult(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500]),
-                             worker)
-    return _store(ctx, row_id, job.id, request.spec, report)
+    with log_context(job_id=str(job.id)):
+        try:
+            report = run_request(request, training_data(ctx, job), worker, _watch(ctx, row_id))
+        except Exception as exc:  # a failed trial never fails the job
+            log.exception("trial %s of job %s failed", request.index, job.id)
+            report = TrialReport(request.index,
+                                 TrialResult(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500]), worker)
+        return _store(ctx, row_id, job.id, request.spec, report)
 
 
 def _store(ctx: Context, row_id: uuid.UUID, job_id: uuid.UUID, spec: dict[str, object], report: TrialReport) -> str:
