@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import uuid
 from pathlib import Path
@@ -61,15 +62,21 @@ def probabilities(package: Package, inputs: Inputs, batch_size: int = DEFAULT_BA
 
 
 def write_predictions(path: Path, names: list[str], classes: list[str], proba: np.ndarray) -> None:
-    """A CSV with a header `input,predicted,p_<class>...` and one row per input."""
+    """A CSV with a header `input,predicted,p_<class>...` and one row per input, complete or not written at all (a
+    file of that name stays as it was); InvalidInput, naming the file and why, when the disk refuses it."""
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.partial")
     try:
-        with path.open("w", encoding="utf-8", newline="") as f:
+        with partial.open("w", encoding="utf-8", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["input", "predicted", *(f"p_{name}" for name in classes)])
             for name, row in zip(names, proba, strict=True):
                 writer.writerow([name, classes[int(np.argmax(row))], *(f"{p:.9g}" for p in row.tolist())])
+        partial.replace(path)
     except OSError as exc:
         raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def accuracy_line(labels: list[str], predicted: list[str], classes: list[str]) -> str:

@@ -164,7 +164,7 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
     """Write the files into `folder`, staged in a temporary folder first: a new folder appears complete or not at
     all; into an existing one (it must be empty unless `overwrite`) each file moves at once, replacing a file of
     the same name and leaving the others. InvalidInput when `folder` is a file or a non-empty folder not to
-    overwrite."""
+    overwrite, or when the disk refuses the write (full, not writable): its message names the folder and why."""
     for name in files:
         if not name or name != Path(name).name or name.startswith("."):
             raise ValueError(f"a package file needs a plain file name, not {name!r}")
@@ -176,10 +176,10 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
     elif folder.exists():
         raise InvalidInput(f"{folder} is a file, not a folder to write the model package into")
     else:
-        folder.parent.mkdir(parents=True, exist_ok=True)
         staging = folder.parent / f".{folder.name}{partial}"
-    staging.mkdir()
     try:
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
         for name, data in files.items():
             (staging / name).write_bytes(data)
         if staging.parent == folder:
@@ -187,9 +187,11 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
                 os.replace(staging / name, folder / name)
         else:
             staging.rename(folder)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write the model package to {folder}: {exc.strerror or exc}") from exc
     finally:
         if staging.exists():
-            shutil.rmtree(staging)
+            shutil.rmtree(staging, ignore_errors=True)
     return folder
 
 

@@ -9,6 +9,7 @@ command over by name, so the API never imports it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -156,7 +157,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
-    from store.package import package_files, write_package
+    from store.package import package_files
     from synthesis.budget import Budget
     from synthesis.engine import Options, synthesize
     from synthesis.space import Constraints
@@ -184,19 +185,41 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     if compressed is not None:
         summary["compressed"] = {k: v for k, v in compressed.model.metrics.items() if isinstance(v, int | float | str)}
     files["metrics.json"] = json.dumps(summary, indent=2).encode()
-    write_package(args.out, files)
+    small = None if compressed is None else package_files(
+        compressed.model.spec, compressed.artifact, compressed.model.onnx, prepared.preprocessing, prepared.classes,
+        compressed.model.metrics, variant="compressed")
+    write_outputs(args.out, files, small)
     print(f"model: test accuracy {model.metrics['test_accuracy']:.4f}, {model.param_count:,} parameters, "
           f"{len(result.log)} candidates; written to {args.out}")
     if "warning" in model.metrics:
         print(f"warning: {model.metrics['warning']}", file=sys.stderr)
     if compressed is not None:
         m = compressed.model.metrics
-        write_package(args.out / "compressed", package_files(
-            compressed.model.spec, compressed.artifact, compressed.model.onnx, prepared.preprocessing,
-            prepared.classes, m, variant="compressed"))
         print(f"compressed: test accuracy {m['test_accuracy']:.4f}, {m['nonzero_params']:,} non-zero parameters, "
               f"{m['model_bytes']:,} bytes ({m['ratio']:.1f}x smaller); written to {args.out / 'compressed'}")
     return Path(args.out)
+
+
+def write_outputs(out: Path, files: Mapping[str, bytes], compressed: Mapping[str, bytes] | None) -> None:
+    """Write the package into `out` (new or empty) and the compressed one, if any, into `out`/compressed: all of it,
+    or nothing (CliError naming the folder and why, e.g. a full or read-only disk)."""
+    from store.errors import InvalidInput
+    from store.package import write_package
+
+    created, written = not out.exists(), False
+    try:
+        write_package(out, files)
+        written = True
+        if compressed is not None:
+            write_package(out / "compressed", compressed)
+    except InvalidInput as exc:
+        if written:  # only the compressed one failed (leaving nothing of itself): take the package back out
+            for name in files:
+                (out / name).unlink(missing_ok=True)
+            if created:
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+        raise CliError(str(exc)) from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:

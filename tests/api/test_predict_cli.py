@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 import csv
+import errno
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.cli import build_parser
+from api.cli import build_parser, main
 from api.predict_cli import add_predict_parser
 from store.errors import DatasetRejected, InvalidInput
 from store.ingest.resize import fit_pixels
@@ -221,6 +224,38 @@ def test_a_bad_input_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_pa
                  "--batch-size", "0")
     with pytest.raises(InvalidInput, match=r"cannot write .*no-such-folder"):
         _predict(capsys, model, tmp_path / "ok.zip", "--output", tmp_path / "no-such-folder" / "p.csv")
+
+
+def test_a_full_disk_is_a_one_line_error_that_leaves_the_output_as_it_was(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, image_net: Net
+) -> None:
+    model = _package(image_net, tmp_path / "model")
+    data = write_zip(tmp_path / "in.zip", [(f"{i}.png", _png(p)) for i, p in enumerate(_pixels(3))])
+    real_writer = csv.writer
+
+    class FillsTheDisk:
+        """A CSV writer whose disk fills up after the header."""
+
+        def __init__(self, f: Any) -> None:
+            self.writer, self.rows = real_writer(f), 0
+
+        def writerow(self, row: list[str]) -> None:
+            if self.rows:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.rows += 1
+            self.writer.writerow(row)
+
+    monkeypatch.setattr(csv, "writer", FillsTheDisk)
+    output = tmp_path / "out" / "p.csv"
+    output.parent.mkdir()
+    for before in (None, "the previous predictions\n"):
+        if before is not None:
+            output.write_text(before)
+        assert main(["predict", str(model), str(data), "--output", str(output)], settings=Settings()) == 2
+        err = capsys.readouterr().err
+        assert err == f"netsynth: error: cannot write {output}: No space left on device\n"
+        assert [p.name for p in output.parent.iterdir()] == ([] if before is None else ["p.csv"])
+        assert before is None or output.read_text() == before
 
 
 # ---- the installed command -------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,24 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(TypeError):
         write_package(tmp_path / "empty", broken)
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+@pytest.mark.parametrize("errno_", [errno.ENOSPC, errno.EACCES])
+def test_a_disk_that_refuses_the_write_is_invalid_input_naming_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errno_: int
+) -> None:
+    def refuse(path: Path, _data: bytes) -> int:
+        raise OSError(errno_, os.strerror(errno_), str(path))
+
+    monkeypatch.setattr(Path, "write_bytes", refuse)
+    with pytest.raises(InvalidInput) as caught:
+        write_package(tmp_path / "model", _files())
+    assert str(caught.value) == f"cannot write the model package to {tmp_path / 'model'}: {os.strerror(errno_)}"
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidInput, match=r"cannot write the model package to .*empty"):
+        write_package(tmp_path / "empty", _files())
     assert list((tmp_path / "empty").iterdir()) == []
 
 

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 
 from core.onnx_run import OnnxClassifier
 from store.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip, write_text_csv
 from tests.workers.conftest import make_keys
 from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for
+from workers import cli
 
 V1 = "/api/v1"
 EPOCHS, SEED = 8, 2
@@ -102,6 +107,36 @@ def test_bad_data_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
     assert done.returncode == 2 and "not 'soon'" in done.stderr
     done = _cli(tmp_path / "missing.zip", "--out", tmp_path / "out")
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+@pytest.mark.parametrize("refused", ["model", "compressed"])
+def test_a_full_disk_is_a_one_line_error_and_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], refused: str
+) -> None:
+    """The disk fills up while the package (or, after it, the compressed one) is written: exit 2, one line that
+    names the folder and why, and nothing of either package is left."""
+    data, out = _small_digits(tmp_path), tmp_path / "out"
+    write_bytes = Path.write_bytes
+
+    def full(path: Path, content: Any) -> int:
+        if refused == "model" or "compressed" in path.parent.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return write_bytes(path, content)
+
+    def synthesize(*_args: object) -> SimpleNamespace:  # the engine's result, without training
+        monkeypatch.setattr(Path, "write_bytes", full)
+        metrics = {"test_accuracy": 0.9, "nonzero_params": 10, "model_bytes": 40, "ratio": 2.0}
+        model = SimpleNamespace(spec={"layers": []}, weights=b"w", onnx=b"onnx", metrics=metrics, param_count=20)
+        return SimpleNamespace(model=model, log=[], pareto=[], seconds=1.0, split={}, stop_reason="budget",
+                               compressed=SimpleNamespace(model=model, artifact=b"nsz"))
+
+    monkeypatch.setattr("synthesis.engine.synthesize", synthesize)
+    monkeypatch.setenv("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))  # the command adds its flags: undone after
+    assert cli.main([str(data), "--epochs", "1", "--out", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    target = out if refused == "model" else out / "compressed"
+    assert errors == [f"netsynth: error: cannot write the model package to {target}: No space left on device"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.zip"]
 
 
 def _spam_texts(rows: int, seed: int) -> tuple[list[str], list[str]]:
