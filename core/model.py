@@ -16,7 +16,7 @@ Example::
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -61,17 +61,22 @@ def _call(layer: nn.Module, x: jax.Array) -> jax.Array:
     return y
 
 
-def _embed(p: dict[str, Any], ids: jax.Array, lowest: int, dtype: Dtype, name: str) -> tuple[jax.Array, jax.Array]:
-    """The vectors of ``ids``, zero where an id is below ``lowest`` or outside the vocabulary, and the mask of
-    the kept ids (``[N, L, 1]``, the vectors' dtype)."""
+def _embed(p: dict[str, Any], ids: jax.Array, lowest: int, dtype: Dtype, name: str,
+           scale: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """The vectors of ``ids``, zero where an id is below ``lowest`` or outside the vocabulary (and multiplied by
+    ``scale`` ``[N, L]`` when given), and the mask of the kept ids (``[N, L, 1]``, the vectors' dtype)."""
     valid = jnp.logical_and(ids >= lowest, ids < p["vocab_size"])
     vectors = _call(nn.Embed(p["vocab_size"], p["dim"], dtype=dtype, name=name), jnp.where(valid, ids, 0))
     keep = valid[..., None].astype(vectors.dtype)
+    if scale is not None:
+        return vectors * keep * scale[..., None].astype(vectors.dtype), keep
     return vectors * keep, keep
 
 
-def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Array:
-    """Apply one node; submodules are created in the calling module's compact scope."""
+def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype,
+          token_scale: jax.Array | None = None) -> jax.Array:
+    """Apply one node; submodules are created in the calling module's compact scope. ``token_scale`` ``[N, L]``
+    multiplies the vector of each input position an embedding reads (the positions of the raw input row)."""
     p, op, name = node.params, node.op, node.id
     x = xs[0]
     if op == "conv2d":
@@ -94,9 +99,11 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype) -> jax.Arr
     if op == "dense":
         return nn.Dense(p["units"], use_bias=p["use_bias"], dtype=dtype, name=name)(x)
     if op == "embedding":
-        return _embed(p, x[:, :p["length"]], 0, dtype, name)[0]
+        scale = None if token_scale is None else token_scale[:, :p["length"]]
+        return _embed(p, x[:, :p["length"]], 0, dtype, name, scale)[0]
     if op == "embedding_bag":
-        vectors, keep = _embed(p, x[:, p["start"]:], p["lowest"], dtype, name)
+        scale = None if token_scale is None else token_scale[:, p["start"]:]
+        vectors, keep = _embed(p, x[:, p["start"]:], p["lowest"], dtype, name, scale)
         total, count = jnp.sum(vectors, axis=1), jnp.sum(keep, axis=1)
         divisor = {"mean": count, "sqrt": jnp.sqrt(count), "sum": jnp.ones_like(count)}[p["norm"]]
         return total / jnp.maximum(divisor, 1.0)
@@ -143,8 +150,13 @@ class Network(nn.Module):
     dtype: Dtype = jnp.float32
 
     @nn.compact
-    def __call__(self, x: jax.Array, train: bool = False) -> jax.Array:
-        """Return the logits ``[N, num_classes]`` (float32) for a batch of raw inputs."""
+    def __call__(self, x: jax.Array, train: bool = False, taps: Mapping[str, jax.Array] | None = None,
+                 token_scale: jax.Array | None = None, capture: tuple[str, ...] = ()) -> jax.Array:
+        """Return the logits ``[N, num_classes]`` (float32) for a batch of raw inputs.
+
+        For attribution (:meth:`Model.probe`): ``taps`` adds an array to the output of the nodes it names,
+        ``token_scale`` scales the embedding vector of each input position, and the outputs of the nodes in
+        ``capture`` are sown into the ``intermediates`` collection."""
         spec = self.graph.spec
         if spec.input.dtype == "int32":
             x = jnp.asarray(x).astype(jnp.int32)
@@ -154,7 +166,12 @@ class Network(nn.Module):
             x = x.astype(self.dtype)
         values: dict[str, jax.Array] = {INPUT: x}
         for node in self.graph.order:
-            values[node.id] = _node(node, [values[i] for i in node.inputs], train, self.dtype)
+            value = _node(node, [values[i] for i in node.inputs], train, self.dtype, token_scale)
+            if taps is not None and node.id in taps:
+                value = value + taps[node.id].astype(value.dtype)
+            if node.id in capture:
+                self.sow("intermediates", node.id, value)
+            values[node.id] = value
         return values[spec.output].astype(jnp.float32)
 
 
@@ -245,6 +262,21 @@ class Model:
             return logits, stats
         out, updates = self.module.apply(inputs, x, train=True, rngs=rngs, mutable=["batch_stats"])
         return out, dict(updates["batch_stats"])
+
+    def probe(self, variables: Variables, x: Any, *, taps: Mapping[str, jax.Array] | None = None,
+              token_scale: jax.Array | None = None, capture: tuple[str, ...] = ()
+              ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """Return ``(logits, {node id: output})`` in eval mode, for attribution methods that need a network's
+        inside: ``taps`` adds an array to the named nodes' outputs (its gradient is theirs), ``token_scale``
+        ``[N, L]`` scales the embedding vector of each position of an int32 input row, ``capture`` names the
+        nodes whose outputs come back."""
+        inputs: Variables = {"params": variables["params"]}
+        if self.has_batch_stats:
+            inputs["batch_stats"] = variables.get("batch_stats", {})
+        logits, state = self.module.apply(inputs, x, train=False, taps=taps, token_scale=token_scale,
+                                          capture=tuple(capture), mutable=["intermediates"])
+        sown = state.get("intermediates", {})
+        return cast(jax.Array, logits), {name: sown[name][0] for name in capture}
 
 
 def build(spec: Spec | Graph, *, compute_dtype: Dtype = None) -> Model:

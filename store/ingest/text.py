@@ -175,6 +175,33 @@ class TextEncoder:
             out[row, self.max_length: self.max_length + len(bag)] = bag
         return out
 
+    def word_positions(self, text: str) -> list[list[int]]:
+        """For each position of the text's encoded row (`encode`), the indices of the words of ``text.split()``
+        that produced its id: a word's own ids, and in the bag each feature's words (a bigram's two), every
+        feature hashed to that id; empty for padding. Explanations map attributions back to words with it."""
+        tokens: list[tuple[str, int]] = [(token, w) for w, word in enumerate(text.split()) for token in tokenize(word)]
+        out: list[list[int]] = [[] for _ in range(self.max_length + self.bag_length)]
+        position = 0
+        for token, w in tokens:
+            for _ in self._word_ids(token):
+                if position < self.max_length:
+                    out[position].append(w)
+                position += 1
+        if not self.ngram_buckets:
+            return out
+        owners: dict[int, set[int]] = {}
+        for i, (token, w) in enumerate(tokens):
+            features = [(f"w {token}", {w})]
+            if i + 1 < len(tokens):
+                features.append((f"b {token} {tokens[i + 1][0]}", {w, tokens[i + 1][1]}))
+            padded = f" {token} "
+            features += [(f"c {padded[j:j + n]}", {w}) for n in range(2, 6) for j in range(len(padded) - n + 1)]
+            for feature, words in features:
+                owners.setdefault(self._hashed({feature})[0], set()).update(words)
+        for k, bag_id in enumerate(sorted(owners)[: self.bag_length]):
+            out[self.max_length + k] = sorted(owners[bag_id])
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable form that from_json reads back."""
         return {"version": 4, "max_length": self.max_length, "subword_buckets": self.subword_buckets,

@@ -1,0 +1,101 @@
+"""Integrated gradients: the input's difference from a baseline times the mean gradient along the straight path.
+
+Sundararajan, Taly and Yan, "Axiomatic Attribution for Deep Networks", ICML 2017. Images: the baseline is the
+black image (every raw pixel 0), and a pixel's attribution is the sum over its channels. Texts: the path scales
+every position's embedding vectors from 0 (the baseline: all embeddings zero) to 1, so a position's attribution is
+the integral of the gradient with respect to its scale (Sundararajan et al.'s embedding baseline), shared among
+the words that produced its id. The integral is the midpoint rule over `steps` points; the steps double (up to
+MAX_STEPS) until completeness holds to COMPLETENESS (the attributions sum to the logit difference between input
+and baseline, within 5 % of it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from synthesis.explain.base import register
+from synthesis.explain.grads import input_gradients, scale_gradients, text_position_scores
+from synthesis.explain.subject import Subject
+
+STEPS, MAX_STEPS = 64, 512
+"""The path's first number of points, and the most it doubles to."""
+COMPLETENESS = 0.05
+"""The largest completeness error allowed, a fraction of the logit difference between input and baseline."""
+BASELINE = "black image (raw pixels 0); texts: zero embeddings"
+
+
+def completeness_error(attributions: np.ndarray, difference: np.ndarray) -> np.ndarray:
+    """Per input, |sum of attributions - logit difference| / |logit difference| (0 where the difference is 0)."""
+    gap = np.abs(attributions.reshape(len(difference), -1).sum(axis=1) - difference)
+    return np.where(np.abs(difference) > 1e-6, gap / np.maximum(np.abs(difference), 1e-6), 0.0)
+
+
+Gradient = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""A point's gradients and target logits, for inputs at a fraction ``[N]`` of the way from the baseline."""
+
+
+def path_integral(gradient: Gradient, delta: np.ndarray, n: int, steps: int = STEPS) -> tuple[np.ndarray, np.ndarray,
+                                                                                               int]:
+    """Attributions ``delta * mean gradient`` (per element), the completeness error per input and the steps used.
+
+    The midpoint rule: it never evaluates the baseline itself, where a ReLU network's gradient can be far from its
+    mean along the path (with the trapezoid rule, one MNIST-like image kept a 13 % error at 256 steps)."""
+    difference = gradient(np.ones(n, np.float32))[1] - gradient(np.zeros(n, np.float32))[1]
+    while True:
+        total = np.zeros_like(delta, dtype=np.float64)
+        for alpha in (np.arange(steps) + 0.5) / steps:
+            total += gradient(np.full(n, alpha, np.float32))[0]
+        attributions = delta * total / steps
+        error = completeness_error(attributions, difference)
+        if error.max(initial=0.0) <= COMPLETENESS or steps >= MAX_STEPS:
+            return attributions.astype(np.float32), error, steps
+        steps *= 2
+
+
+def image_attributions(subject: Subject, x: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-pixel integrated gradients ``[N, H, W]`` from the black image, completeness errors and steps."""
+    x = np.asarray(x, np.float32)
+    t = jnp.asarray(targets, jnp.int32)
+
+    def gradient(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        grads, picked = input_gradients(subject.model, subject.variables,
+                                        jnp.asarray(x * alpha[:, None, None, None]), t)
+        return np.asarray(grads), np.asarray(picked)
+
+    attributions, error, steps = path_integral(gradient, x, len(x))
+    return attributions.sum(axis=-1), error, steps
+
+
+def position_attributions(subject: Subject, rows: np.ndarray, targets: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-position integrated gradients ``[N, L]`` of int32 rows from zero embeddings, errors and steps."""
+    ids, t = jnp.asarray(rows), jnp.asarray(targets, jnp.int32)
+
+    def gradient(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scale = jnp.broadcast_to(jnp.asarray(alpha)[:, None], rows.shape)
+        grads, picked = scale_gradients(subject.model, subject.variables, ids, scale, t)
+        return np.asarray(grads), np.asarray(picked)
+
+    return path_integral(gradient, np.ones(rows.shape, np.float32), len(rows))
+
+
+class IntegratedGradients:
+    """Integrated gradients, for image and text models."""
+
+    name = "integrated-gradients"
+    modalities = frozenset({"image", "text"})
+
+    def images(self, subject: Subject, x: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Per-pixel attributions from the black image."""
+        return image_attributions(subject, x, targets)[0]
+
+    def texts(self, subject: Subject, texts: Sequence[str], targets: np.ndarray) -> list[np.ndarray]:
+        """Per-word attributions from zero embeddings."""
+        return text_position_scores(subject, texts, targets,
+                                    lambda rows, t: position_attributions(subject, rows, t)[0])
+
+
+register(IntegratedGradients())

@@ -1,0 +1,129 @@
+"""The report's pictures and page: attribution overlays, the confusion matrix, the reliability diagram, and one
+self-contained HTML page (images inlined) that opens offline. Matplotlib draws; nothing here computes a figure."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import colormaps
+from PIL import Image
+
+OVERLAY_SIDE = 128
+"""The overlays' smaller side in pixels (small inputs are scaled up, nearest neighbour)."""
+
+
+def _png(image: Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=True)
+    return buffer.getvalue()
+
+
+def overlay(pixels: np.ndarray, attribution: np.ndarray) -> bytes:
+    """A PNG of the image ``[H, W, C]`` (raw 0-255) under its map ``[H, W]`` (positive part, scaled to its
+    maximum) in matplotlib's 'inferno' colours, half transparent."""
+    gray = np.clip(pixels, 0, 255).astype(np.uint8)
+    base = Image.fromarray(gray[..., 0] if gray.shape[-1] == 1 else gray).convert("RGB")
+    positive = np.maximum(attribution, 0.0)
+    scaled = positive / positive.max() if positive.max() > 0 else positive
+    heat = Image.fromarray((colormaps["inferno"](scaled)[..., :3] * 255).astype(np.uint8))
+    blended = Image.blend(base, heat, 0.5)
+    factor = max(1, OVERLAY_SIDE // min(blended.size))
+    return _png(blended.resize((blended.width * factor, blended.height * factor), Image.Resampling.NEAREST))
+
+
+def _figure_png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def confusion_png(matrix: Sequence[Sequence[int]], classes: Sequence[str]) -> bytes:
+    """The confusion matrix as a heat map with counts (rows: true class, columns: predicted)."""
+    m = np.asarray(matrix)
+    side = min(2 + 0.45 * len(classes), 14)
+    fig, ax = plt.subplots(figsize=(side, side))
+    ax.imshow(m, cmap="Blues")
+    ticks = range(len(classes))
+    ax.set_xticks(ticks, [c[:12] for c in classes], rotation=90)
+    ax.set_yticks(ticks, [c[:12] for c in classes])
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    if len(classes) <= 20:
+        for (i, j), count in np.ndenumerate(m):
+            ax.text(j, i, str(count), ha="center", va="center", color="white" if count > m.max() / 2 else "black")
+    return _figure_png(fig)
+
+
+def reliability_png(bins: Sequence[Mapping[str, Any]], ece: float) -> bytes:
+    """The reliability diagram: accuracy against confidence per bin, with the diagonal of perfect calibration."""
+    fig, ax = plt.subplots(figsize=(4, 4))
+    full = [b for b in bins if b["count"]]
+    ax.bar([(b["low"] + b["high"]) / 2 for b in full], [b["accuracy"] for b in full], width=0.09, label="accuracy")
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect calibration")
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"expected calibration error {ece:.3f}")
+    ax.legend(loc="upper left")
+    return _figure_png(fig)
+
+
+def highlighted(tokens: Sequence[str], scores: Sequence[float]) -> str:
+    """HTML of the words, each on a background of its score: green for evidence for the label, red against."""
+    top = max((abs(s) for s in scores), default=0.0) or 1.0
+    spans = []
+    for token, score in zip(tokens, scores, strict=True):
+        alpha = min(abs(score) / top, 1.0) * 0.8
+        colour = f"rgba(0,160,0,{alpha:.2f})" if score >= 0 else f"rgba(210,0,0,{alpha:.2f})"
+        spans.append(f'<span style="background:{colour}" title="{score:.4g}">{html.escape(token)}</span>')
+    return " ".join(spans)
+
+
+def _img(data: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
+    """The report as one HTML page with every image inlined."""
+    g = report["global"]
+    parts = [f"<h1>netsynth report: {html.escape(report['variant'])} model</h1>",
+             f"<p>Test accuracy {g['accuracy'] if g['accuracy'] is None else format(g['accuracy'], '.2%')} on "
+             f"{g['test_rows']} test rows; expected calibration error {g['calibration']['ece']:.3f}.</p>"]
+    for name in ("confusion.png", "reliability.png"):
+        if name in images:
+            parts.append(_img(images[name], name))
+    parts.append("<h2>Per class</h2><table><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
+                 "<th>support</th></tr>" + "".join(
+                     f"<tr><td>{html.escape(c['class'])}</td><td>{c['precision']:.3f}</td><td>{c['recall']:.3f}</td>"
+                     f"<td>{c['f1']:.3f}</td><td>{c['support']}</td></tr>" for c in g["per_class"]) + "</table>")
+    parts.append("<h2>Most confident mistakes</h2><ul>" + "".join(
+        f"<li>row {m['row']}: {html.escape(m['given'])} taken for {html.escape(m['predicted'])} "
+        f"({m['probability']:.1%})</li>" for m in g["confident_mistakes"]) + "</ul>")
+    parts.append("<h2>Why it decides</h2>")
+    for example in report["examples"]:
+        head = (f"<h3>row {example['row']}: given {html.escape(example['given'])}, predicted "
+                f"{html.escape(example['predicted'])} ({example['probability']:.1%})</h3>")
+        if "images" in example:
+            body = "".join(f"<figure>{_img(images[n], m)}<figcaption>{html.escape(m)}</figcaption></figure>"
+                           for m, n in example["images"].items() if n in images)
+        else:
+            body = "".join(f"<p><b>{html.escape(m)}</b>: {highlighted(example['tokens'], s)}</p>"
+                           for m, s in example["scores"].items())
+        parts.append(f"<section>{head}{body}</section>")
+    parts.append("<h2>Rows whose label the model resists</h2><table><tr><th>row</th><th>given</th>"
+                 "<th>suggested</th><th>self-influence</th></tr>" + "".join(
+                     f"<tr><td>{s['row']}</td><td>{html.escape(s['given'])}</td><td>{html.escape(s['suggested'])}"
+                     f"</td><td>{s['score']:.4g}</td></tr>" for s in report["suspect_labels"][:50]) + "</table>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}figure{display:inline-block;margin:4px}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
+    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>netsynth report</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")

@@ -1,0 +1,71 @@
+"""Synthetic data whose right explanation is known: the checks of `synthesis.explain` (tests and bench/xai.py).
+
+- Images: the class is decided only by a small object (a plus or a ring) at a random place on a cluttered
+  background; the object's box is known.
+- Texts: the class is decided only by one keyword among neutral words; the keyword's position is known.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SIZE, OBJECT = 32, 5
+_PLUS = np.zeros((OBJECT, OBJECT), bool)
+_PLUS[OBJECT // 2, :] = _PLUS[:, OBJECT // 2] = True
+_RING = np.ones((OBJECT, OBJECT), bool)
+_RING[1:-1, 1:-1] = False
+_CROSS = np.eye(OBJECT, dtype=bool) | np.eye(OBJECT, dtype=bool)[::-1]
+_CORNER = np.zeros((OBJECT, OBJECT), bool)
+_CORNER[:, 0] = _CORNER[-1, :] = True
+SHAPES = (_PLUS, _RING, _CROSS, _CORNER)
+"""The objects, one per class: with two classes a network may learn one detector and call its absence the other
+class, which no attribution can point at; with four, each class needs evidence of its own."""
+
+NEUTRAL = (
+    "the", "a", "of", "to", "and", "in", "on", "at", "for", "with", "from", "by", "about", "table", "river",
+    "window", "morning", "paper", "garden", "street", "music", "chair", "yellow", "seven", "cloud", "letter",
+    "market", "bottle", "forest", "engine", "pocket", "ladder", "island", "basket", "mirror", "candle", "orange",
+    "winter", "button", "pencil", "blanket", "harbor", "tunnel", "castle", "meadow", "lantern", "saddle", "violin",
+    "compass", "wagon", "anchor", "velvet", "marble", "copper", "canvas", "timber", "cotton", "granite",
+)
+KEYWORDS = (("excellent", "wonderful", "superb"), ("terrible", "awful", "dreadful"))
+
+
+def object_images(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x`` [n, 32, 32, 1] raw pixels 0-255 (float32), labels [n] (the index of the object's shape in SHAPES),
+    and each object's box
+    ``(top, left, bottom, right)`` [n, 4] (bottom and right exclusive)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0, 60, (n, SIZE, SIZE)).astype(np.float32)
+    y = np.arange(n) % len(SHAPES)
+    rng.shuffle(y)
+    boxes = np.zeros((n, 4), np.int64)
+    for i in range(n):
+        for _ in range(12):  # clutter: short bright dashes, horizontal or vertical, never the objects' shapes
+            r, c = rng.integers(0, SIZE - 3, 2)
+            length = int(rng.integers(2, 4))
+            if rng.random() < 0.5:
+                x[i, r, c:c + length] = rng.uniform(120, 255)
+            else:
+                x[i, r:r + length, c] = rng.uniform(120, 255)
+        top, left = rng.integers(0, SIZE - OBJECT + 1, 2)
+        patch = x[i, top:top + OBJECT, left:left + OBJECT]
+        patch[:] = rng.uniform(0, 60, patch.shape)
+        patch[SHAPES[y[i]]] = 255.0
+        boxes[i] = (top, left, top + OBJECT, left + OBJECT)
+    return x[..., None], y.astype(np.int32), boxes
+
+
+def keyword_texts(n: int, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Texts of 6 to 14 neutral words with one class keyword at a random place, labels [n] and each keyword's
+    word index."""
+    rng = np.random.default_rng(seed)
+    texts, labels, where = [], np.arange(n) % 2, np.zeros(n, np.int64)
+    rng.shuffle(labels)
+    for i in range(n):
+        words = list(rng.choice(NEUTRAL, size=int(rng.integers(6, 15))))
+        at = int(rng.integers(0, len(words) + 1))
+        words.insert(at, str(rng.choice(KEYWORDS[labels[i]])))
+        texts.append(" ".join(words))
+        where[i] = at
+    return texts, labels.astype(np.int32), where
