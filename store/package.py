@@ -33,6 +33,7 @@ WEIGHTS_ROW
 | `preprocessing.json` | How raw inputs become the network's input (image shape, or the text encoder). |
 | `labels.json` | The class names, in the order of the model's outputs. |
 | `metrics.json` | What training measured (e.g. accuracy on held-out data). |
+| `report/` | The explainability report, when the job had time for it: `report.html` (open it in a browser), `report.json` and its images. |
 
 ## Predicting with the netsynth command line
 
@@ -82,6 +83,8 @@ there too).
 SPEC, WEIGHTS, ARTIFACT, ONNX, PREPROCESSING, LABELS, METRICS = (
     "spec.json", "weights.safetensors", "model.nsz", "model.onnx", "preprocessing.json", "labels.json",
     "metrics.json")
+REPORT_DIR = "report"
+"""The package's folder of the explainability report: report.json, report.html (self-contained) and its images."""
 WEIGHT_FILES = {"dense": WEIGHTS, "compressed": ARTIFACT}
 """The file a model variant's weights ship as: safetensors, or the compressed artifact (`core.artifact`)."""
 _VARIANT_README = {
@@ -119,13 +122,16 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so that the same files always make t
 
 @dataclass(frozen=True)
 class Package:
-    """What prediction needs from a model package: its spec, ONNX graph, preprocessing, class names, metrics."""
+    """What prediction and explanation need from a model package: its spec, ONNX graph, preprocessing, class names,
+    metrics, and its weights (empty when the package has none) with their variant."""
 
     spec: dict[str, Any]
     onnx: bytes
     preprocessing: dict[str, Any]
     classes: list[str]
     metrics: dict[str, Any]
+    weights: bytes = b""
+    variant: str = "dense"
 
 
 def _json(value: Any) -> bytes:
@@ -134,10 +140,11 @@ def _json(value: Any) -> bytes:
 
 def package_files(
     spec: Mapping[str, Any], weights: bytes, onnx: bytes, preprocessing: Mapping[str, Any], classes: Sequence[str],
-    metrics: Mapping[str, Any], variant: str = "dense",
+    metrics: Mapping[str, Any], variant: str = "dense", report: Mapping[str, bytes] | None = None,
 ) -> dict[str, bytes]:
     """The package's files by name: README.md, spec.json, the weights (weights.safetensors, or model.nsz for the
-    compressed variant), model.onnx, preprocessing.json, labels.json and metrics.json."""
+    compressed variant), model.onnx, preprocessing.json, labels.json, metrics.json and the report's files (by
+    their names in report/)."""
     if variant not in WEIGHT_FILES:
         raise ValueError(f"a model variant is one of {list(WEIGHT_FILES)}, not {variant!r}")
     row, loading = _VARIANT_README[variant]
@@ -145,6 +152,7 @@ def package_files(
     return {
         "README.md": readme.encode("utf-8"), SPEC: _json(spec), WEIGHT_FILES[variant]: bytes(weights),
         ONNX: bytes(onnx), PREPROCESSING: _json(preprocessing), LABELS: _json(list(classes)), METRICS: _json(metrics),
+        **{f"{REPORT_DIR}/{name}": bytes(data) for name, data in (report or {}).items()},
     }
 
 
@@ -166,8 +174,10 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
     the same name and leaving the others. InvalidInput when `folder` is a file or a non-empty folder not to
     overwrite, or when the disk refuses the write (full, not writable): its message names the folder and why."""
     for name in files:
-        if not name or name != Path(name).name or name.startswith("."):
-            raise ValueError(f"a package file needs a plain file name, not {name!r}")
+        parts = name.split("/")
+        if len(parts) > 2 or len(parts) == 2 and parts[0] != REPORT_DIR or any(
+                not part or part != Path(part).name or part.startswith(".") for part in parts):
+            raise ValueError(f"a package file needs a plain file name (or one in {REPORT_DIR}/), not {name!r}")
     partial = f".{uuid.uuid4().hex[:12]}.partial"
     if folder.is_dir():
         if not overwrite and any(folder.iterdir()):
@@ -181,9 +191,11 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
         staging.parent.mkdir(parents=True, exist_ok=True)
         staging.mkdir()
         for name, data in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_bytes(data)
         if staging.parent == folder:
             for name in files:
+                (folder / name).parent.mkdir(exist_ok=True)
                 os.replace(staging / name, folder / name)
         else:
             staging.rename(folder)
@@ -243,8 +255,10 @@ def read_package(path: Path) -> Package:
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {PREPROCESSING}: {exc}") from exc
     metrics = read(METRICS)
+    variant, weights = next(((v, data) for v, name in WEIGHT_FILES.items() if (data := read(name))), ("dense", b""))
     return Package(spec=_parsed(path, SPEC, read(SPEC), dict), onnx=onnx, preprocessing=preprocessing,
-                   classes=classes, metrics={} if metrics is None else _parsed(path, METRICS, metrics, dict))
+                   classes=classes, metrics={} if metrics is None else _parsed(path, METRICS, metrics, dict),
+                   weights=weights, variant=variant)
 
 
 def image_shape(preprocessing: Mapping[str, Any]) -> tuple[int, int, int] | None:

@@ -15,6 +15,7 @@ from core.graph import validate
 from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
+from synthesis.explain import Report
 
 PARITY_TOLERANCE = 1e-3
 """Largest difference in any class probability between the ONNX export and the trained network."""
@@ -29,6 +30,7 @@ class Delivered:
     onnx: bytes
     param_count: int
     metrics: dict[str, Any] = field(default_factory=dict)
+    report: Report | None = None  # the explainability report, when one was built within the budget
 
 
 def onnx_latency_ms(classifier: OnnxClassifier, example: np.ndarray, runs: int = 30) -> float:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ from synthesis.budget import Budget, Schedule
 from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.executor import TrialExecutor
+from synthesis.explain import TextCodec
 from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
 from synthesis.pace import FINAL_MARGIN
@@ -43,6 +45,9 @@ class Task:
     bag_start: int = 0  # text: where a bag of n-gram ids starts (its ids in [1, bag_vocab)); 0: no bag
     bag_vocab: int = 0
     bag_words: int = 0  # text: the first id of the bag's character block (0: one block)
+    texts: Sequence[str] | None = None  # text: the raw texts of the rows, which explanations are worded in
+    codec: TextCodec | None = None  # text: how texts become rows (the encoder), for explanations
+    rows: np.ndarray | None = None  # each row's position in the uploaded data (None: the same as here)
 
 
 @dataclass(frozen=True)

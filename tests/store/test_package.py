@@ -41,7 +41,7 @@ def _files(preprocessing: dict[str, Any] = IMAGE) -> dict[str, bytes]:
 
 def _expected(preprocessing: dict[str, Any] = IMAGE) -> Package:
     return Package(spec=SPEC, onnx=b"onnx bytes", preprocessing=preprocessing, classes=["cat", "dog"],
-                   metrics={"accuracy": 0.5})
+                   metrics={"accuracy": 0.5}, weights=b"weights bytes", variant="dense")
 
 
 def _without(files: dict[str, bytes], name: str, path: Path) -> Path:
@@ -251,3 +251,21 @@ def test_network_input_refuses_what_the_model_cannot_take(
 ) -> None:
     with pytest.raises(InvalidInput, match=message):
         network_input(preprocessing, **kwargs)
+
+
+def test_a_report_travels_in_its_folder_and_comes_back_with_the_weights(tmp_path: Path) -> None:
+    """The report's files go under report/ (folder and zip alike) and the weights are read back with their variant;
+    a name outside report/ with a folder is refused before anything is written."""
+    files = package_files(SPEC, b"nsz bytes", b"onnx bytes", IMAGE, ["cat", "dog"], {}, variant="compressed",
+                          report={"report.json": b"{}", "report.html": b"<html>", "row3_gradcam.png": b"png"})
+    assert {"report/report.json", "report/report.html", "report/row3_gradcam.png"} <= set(files)
+    folder = write_package(tmp_path / "pkg", files)
+    assert (folder / "report" / "row3_gradcam.png").read_bytes() == b"png"
+    zipped = tmp_path / "pkg.zip"
+    zipped.write_bytes(package_zip(files))
+    for path in (folder, zipped):
+        package = read_package(path)
+        assert (package.weights, package.variant) == (b"nsz bytes", "compressed")
+    with pytest.raises(ValueError, match="plain file name"):
+        write_package(tmp_path / "bad", {"other/x.png": b"x"})
+    assert not (tmp_path / "bad").exists()
