@@ -170,9 +170,14 @@ class Network(nn.Module):
             if taps is not None and node.id in taps:
                 value = value + taps[node.id].astype(value.dtype)
             if node.id in capture:
-                self.sow("intermediates", node.id, value)
+                self.sow("intermediates", captured_name(node.id), value)
             values[node.id] = value
         return values[spec.output].astype(jnp.float32)
+
+
+def captured_name(node_id: str) -> str:
+    """The name a captured node output is sown under (node ids name the submodules, so not the id itself)."""
+    return f"{node_id}@out"
 
 
 def _per_channel(value: Affine, rank: int) -> float | jax.Array:
@@ -276,7 +281,7 @@ class Model:
         logits, state = self.module.apply(inputs, x, train=False, taps=taps, token_scale=token_scale,
                                           capture=tuple(capture), mutable=["intermediates"])
         sown = state.get("intermediates", {})
-        return cast(jax.Array, logits), {name: sown[name][0] for name in capture}
+        return cast(jax.Array, logits), {name: sown[captured_name(name)][0] for name in capture}
 
 
 def build(spec: Spec | Graph, *, compute_dtype: Dtype = None) -> Model:

@@ -164,6 +164,7 @@ def train(
     on_progress: Callable[[Progress], None] | None = None,
     devices: Sequence[parallel.Device] | None = None,
     check: Callable[[], None] | None = None,
+    on_epoch_end: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` and return the best validation epoch's weights.
 
@@ -172,7 +173,8 @@ def train(
     bit-identical result on the same devices when no deadline cuts the run short (on GPU only with
     ``XLA_FLAGS=--xla_gpu_deterministic_ops=true``, which the calling process must set).
     ``check`` is called before every step; an exception it raises ends the run and propagates (a caller's
-    cancellation takes effect within a step, not at the epoch's end).
+    cancellation takes effect within a step, not at the epoch's end). ``on_epoch_end(epoch, variables)`` receives
+    each epoch's weights after its evaluation (on the device: a caller that keeps them copies them to the host).
     """
     start = time.perf_counter()
     deadline = math.inf if config.time_limit_s is None else start + config.time_limit_s
@@ -231,6 +233,9 @@ def train(
         val = evaluate_on_mesh(model, {"params": params, "batch_stats": state.batch_stats},
                                data.x_val, data.y_val, config.eval_batch_size, mesh)
         eval_s = time.perf_counter() - t0
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, {"params": params, "batch_stats": state.batch_stats} if "batch_stats" in variables
+                         else {"params": params})
         record = {"epoch": float(epoch), "steps": float(len(metrics)),
                   **{f"train_{k}": v for k, v in _mean(metrics).items()},
                   **{f"val_{k}": v for k, v in val.items()}, "elapsed_s": elapsed()}

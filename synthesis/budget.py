@@ -28,19 +28,22 @@ def tier_for(samples: int) -> str:
 
 @dataclass(frozen=True)
 class Schedule:
-    """Each stage's share of the budget: search, fine synthesis (compression), final training, reports.
+    """Each stage's share of the budget: search, fine synthesis (compression), final training, delivery, and the
+    explainability reports.
 
-    The stages run in the order search, final training, fine synthesis, reports: fine synthesis compresses the
-    trained winner (NeuNetS' order; compressing before final training would prune a half-trained network).
+    The stages run in the order search, final training, fine synthesis, delivery, explanation: fine synthesis
+    compresses the trained winner (NeuNetS' order; compressing before final training would prune a half-trained
+    network); the explainability reports of the delivered variants take what is left.
     """
 
-    search: float = 0.5
+    search: float = 0.45
     fine: float = 0.15
     final: float = 0.3
     reports: float = 0.05  # evaluation, export, its verification and the latency measurements
+    explain: float = 0.05  # the explainability reports (issue 26: at most a tenth of the budget)
 
     def __post_init__(self) -> None:
-        shares = (self.search, self.fine, self.final, self.reports)
+        shares = (self.search, self.fine, self.final, self.reports, self.explain)
         if min(shares) < 0 or abs(sum(shares) - 1) > 1e-9:
             raise ValueError("schedule shares must be non-negative and sum to 1")
 
@@ -52,7 +55,7 @@ class Schedule:
         return cls() if search_rows >= train_rows else LARGE_DATA
 
 
-LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.6, reports=0.05)
+LARGE_DATA = Schedule(search=0.2, fine=0.1, final=0.6, reports=0.05, explain=0.05)
 """The schedule when the search trains on a sample of the training rows (`Schedule.for_rows`)."""
 
 

@@ -25,8 +25,9 @@ from synthesis.explain import TextCodec
 from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
 from synthesis.pace import FINAL_MARGIN
-from synthesis.pareto import pareto_front
+from synthesis.pareto import delivered_front
 from synthesis.progress import INTERRUPTED, Cancelled, NullReporter, OutOfTime, Reporter, Shielded
+from synthesis.reports import Snapshots, explain_variants, report_data
 from synthesis.search import Search, SearchConfig
 from synthesis.split import Split, stratified_sample, stratified_split
 from synthesis.trial import Trial, run_trial
@@ -48,6 +49,7 @@ class Task:
     texts: Sequence[str] | None = None  # text: the raw texts of the rows, which explanations are worded in
     codec: TextCodec | None = None  # text: how texts become rows (the encoder), for explanations
     rows: np.ndarray | None = None  # each row's position in the uploaded data (None: the same as here)
+    classes: Sequence[str] | None = None  # the class names, in class-id order (None: the ids as names)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Options:
     executor: TrialExecutor | None = None  # trials on other devices too (time budgets only); None: in-process
     tolerance: float = DEFAULT_TOLERANCE  # validation accuracy the compressed variant may lose (a fraction)
     compress: bool = True  # False: no fine-grained synthesis (its share of the budget is left unspent)
+    explain: bool = True  # False: no explainability reports (their share of the budget is left unspent)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
     search = Search(info, searched, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
-    compressed, flip = None, False
+    compressed, flip, snapshots, trained = None, False, list[dict[str, Any]](), ""
     if search.stop_reason in INTERRUPTED:  # anytime: deliver the best model trained so far, quietly
         winner, variables = _best_so_far(search)
         delivered, reporter = variables, NullReporter()
@@ -150,7 +153,8 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
             reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
             reporter.stage("final_training")
             flip = _flips(search, info, data, reporter)
-            winner, variables = _final(search, info, data, budget, reporter, flip)
+            winner, variables = _final(search, info, data, budget, reporter, flip, snapshots)
+            trained = winner.candidate.id
             winner, variables, delivered = ensemble.finish(trials, search.floor, winner, variables, info, data,
                                                            reporter)
         except Cancelled as stop:
@@ -178,12 +182,18 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
         reporter.event("warning", {"message": warning})
     if compressed is not None:
         compressed.model.metrics["candidate"] = winner.candidate.id
+    if options.explain and search.stop_reason not in INTERRUPTED and shielded.interrupted is None:
+        reporter.stage("explaining")
+        rows = report_data(task.classes or [str(c) for c in range(task.num_classes)], x, task.y, split, task.rows,
+                           task.texts)
+        model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, reporter,
+                                             snapshots if trained == winner.candidate.id else [])
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})
     if shielded.interrupted is not None and search.stop_reason not in INTERRUPTED:
         search.stop_reason = model.metrics["search_stop"] = shielded.interrupted
-    return Synthesis(model=model, log=[t.to_dict() for t in trials],
-                     pareto=_pareto(trials, winner, model, compressed), stop_reason=search.stop_reason, split=sizes,
-                     seconds=budget.elapsed(), compressed=compressed)
+    front = delivered_front(trials, winner, model, compressed)
+    return Synthesis(model=model, log=[t.to_dict() for t in trials], pareto=front, stop_reason=search.stop_reason,
+                     split=sizes, seconds=budget.elapsed(), compressed=compressed)
 
 
 def chance_level_warning(val_accuracy: float, y_val: np.ndarray) -> str | None:
@@ -229,10 +239,12 @@ def _flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Repor
 
 
 def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
-           reporter: Reporter, flip: bool = False) -> tuple[Trial, dict[str, Any]]:
+           reporter: Reporter, flip: bool = False, snapshots: list[dict[str, Any]] | None = None
+           ) -> tuple[Trial, dict[str, Any]]:
     """Train the best-ranked network further — from its search weights when it has them and the search saw every
     training row, else from scratch — with a schedule sized to the time left, run to its end (the best weights
     come as the learning rate decays, which early stopping would cut off); keep whichever weights validate better.
+    When the final weights are kept, `snapshots` receives those a `synthesis.reports.Snapshots` kept (TracIn).
     The text floor is fitted, not trained: it competes afterwards (`synthesis.ensemble`), or ships alone when no
     network trained. Images are mirrored at random when `flip` (`_flips`).
 
@@ -254,8 +266,9 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
             epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit), flip=flip)
         searched = winner.result.variables if winner.result is not None else None
         start = searched if len(search.data.x_train) == len(data.x_train) else None  # a sample: start afresh
+        snaps = Snapshots(epochs)
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,
-                          on_epoch=lambda _curve: search.tick(), variables=start, check=search.tick)
+                          on_epoch=lambda _curve: search.tick(), variables=start, check=search.tick, on_weights=snaps)
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
@@ -278,29 +291,13 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
             return kept, kept.result.variables
         if chosen is final.variables:
             winner.predicted = max(winner.predicted, final.best_metric)
+            if snapshots is not None:
+                snapshots.extend(snaps.kept)
         return winner, chosen
     floor = search.floor[0] if search.floor is not None else None
     if floor is not None and floor.result is not None and floor.result.variables is not None:
         return floor, floor.result.variables  # no network trained: the linear floor alone
     raise RuntimeError("no candidate could be trained to completion")
-
-
-def _pareto(trials: list[Trial], winner: Trial, model: Delivered,
-            compressed: CompressedVariant | None) -> list[dict[str, Any]]:
-    """The front over every trained candidate and the delivered variants (validation accuracy; a compressed
-    variant's params are its non-zero parameters; delivered variants' latencies are measured)."""
-    points = [{"candidate": t.candidate.id, "accuracy": t.accuracy, "params": t.params,
-               "latency_ms": t.latency_ms, "latency": "estimated", "delivered": False}
-              for t in trials if t.curve and t.status != "failed" and t is not winner]  # delivered: below
-    points.append({"candidate": winner.candidate.id, "accuracy": winner.accuracy, "params": model.param_count,
-                   "latency_ms": model.metrics["latency_ms"], "latency": "measured", "delivered": True,
-                   "variant": "dense"})
-    if compressed is not None:
-        m = compressed.model.metrics
-        points.append({"candidate": winner.candidate.id, "accuracy": m["val_accuracy"], "params": m["nonzero_params"],
-                       "latency_ms": m["latency_ms"], "latency": "measured", "delivered": True,
-                       "variant": "compressed", "model_bytes": m["model_bytes"]})
-    return [points[i] for i in pareto_front(points)]
 
 
 def _validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str, Any]], info: space.SpaceInfo,

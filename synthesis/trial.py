@@ -69,7 +69,8 @@ class TrialResult:
 
 def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
               keep_going: Callable[[list[float]], bool], on_epoch: Callable[[list[float]], None] | None = None,
-              variables: dict[str, Any] | None = None, check: Callable[[], None] | None = None) -> TrialResult:
+              variables: dict[str, Any] | None = None, check: Callable[[], None] | None = None,
+              on_weights: Callable[[int, dict[str, Any]], None] | None = None) -> TrialResult:
     """Train `spec` with `config` (from `variables` when given, else from a fresh initialisation); after each
     epoch `keep_going(curve)` may stop it. Failures are caught.
 
@@ -100,7 +101,8 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
             raise _StopTrial
 
     try:
-        out = train(build(spec), data, config, variables=variables, on_progress=hook, check=check)
+        out = train(build(spec), data, config, variables=variables, on_progress=hook, check=check,
+                    on_epoch_end=on_weights)
     except _StopTrial:
         result.status = "stopped"
     except Stopped:

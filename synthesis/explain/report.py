@@ -151,7 +151,9 @@ def _attributions(subject: Subject, data: ReportData, picked: np.ndarray, predic
                 example["images"][name] = file
             tick()
         return examples, methods, faithfulness
-    texts = [(data.texts or [])[int(i)] for i in test]
+    if data.texts is None or subject.codec is None:  # rows without their words: nothing to attribute to
+        return examples, methods, faithfulness
+    texts = [data.texts[int(i)] for i in test]
     for example, text in zip(examples, texts, strict=True):
         example["tokens"], example["scores"] = text.split(), {}
     for name in TEXT_METHODS:

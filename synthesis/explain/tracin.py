@@ -35,7 +35,8 @@ def _per_example(model: Model, layers: tuple[str, ...], variables: dict[str, Any
 
     def loss(part: dict[str, Any], xi: jax.Array, yi: jax.Array) -> jax.Array:
         logits = model.apply({**variables, "params": {**variables["params"], **part}}, xi[None])[0]
-        return optax.softmax_cross_entropy_with_integer_labels(logits, yi[None])[0]
+        loss: jax.Array = optax.softmax_cross_entropy_with_integer_labels(logits, yi[None])[0]
+        return loss
 
     grads = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(head, x, y)
     flat: jax.Array = jnp.concatenate([g.reshape(len(x), -1) for g in jax.tree.leaves(grads)], axis=1)

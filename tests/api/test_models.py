@@ -6,11 +6,10 @@ import io
 import json
 import uuid
 import zipfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx
-import jax
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -22,100 +21,28 @@ from api.package import native_package
 from api.routes.models import MAX_INPUTS, MAX_PREDICT_BYTES
 from core import artifact, checkpoint, tree
 from core.evaluation import predict_proba
-from core.model import Model, build
-from core.onnx_export import to_onnx_bytes
+from core.model import build
 from core.spec import Spec
 from store.db import session_scope
 from store.ingest import Limits, TextEncoder, decode_image
 from store.ingest.resize import fit_pixels
-from store.models import Job, TrainedModel, User
+from store.models import Job, TrainedModel
+from tests import nets
 from tests.api.conftest import Account, assert_problem
-from tests.store.factories import make_job, make_user
+from tests.nets import IMAGE_CLASSES, TEXT_CLASSES, Net, insert_model, model_row
+from tests.store.factories import make_job
 
 pytestmark = pytest.mark.anyio
 
-IMAGE_CLASSES = ["ant", "bee", "cow"]
-TEXT_CLASSES = ["neg", "pos"]
-TRAIN_TEXTS = ["a good film", "a bad film", "good acting and a good plot", "bad plot, bad acting", "fine"]
+
+@pytest.fixture(scope="module", name="image_net")
+def image_net_fixture() -> Net:
+    return nets.image_net()
 
 
-@dataclass(frozen=True)
-class Net:
-    """A real network: its compiled model, variables, spec document, checkpoint and ONNX bytes, preprocessing."""
-
-    model: Model
-    variables: dict[str, Any]
-    spec: dict[str, Any]
-    weights: bytes
-    onnx: bytes
-    preprocessing: dict[str, Any]
-    classes: list[str]
-
-    def proba(self, x: np.ndarray) -> np.ndarray:
-        """core's class probabilities on `x`."""
-        return predict_proba(self.model, self.variables, x)
-
-
-def _net(doc: dict[str, Any], preprocessing: dict[str, Any], classes: list[str]) -> Net:
-    spec = Spec.from_dict(doc)
-    model = build(spec)
-    # unit-normal weights and biases (the initialiser's biases are zero); with this seed the test images get
-    # different classes, so that comparing labels can catch a mix-up
-    rng = np.random.default_rng(1)
-    params = tree.flatten(model.init(jax.random.key(7))["params"])
-    variables = {"params": tree.unflatten({p: rng.normal(0, 1, a.shape).astype(np.float32) for p, a in params.items()})}
-    return Net(model, variables, spec.to_dict(), checkpoint.to_bytes(spec, variables),
-               to_onnx_bytes(spec, variables), preprocessing, classes)
-
-
-@pytest.fixture(scope="module")
-def image_net() -> Net:
-    doc = {
-        "name": "tiny-image",
-        "input": {"shape": [8, 8, 1], "dtype": "float32", "modality": "image", "scale": 1 / 255},
-        "nodes": [
-            {"id": "conv", "op": "conv2d", "inputs": ["input"], "params": {"filters": 4}},
-            {"id": "relu", "op": "activation", "inputs": ["conv"], "params": {"fn": "relu"}},
-            {"id": "pool", "op": "global_avg_pool", "inputs": ["relu"]},
-            {"id": "logits", "op": "dense", "inputs": ["pool"], "params": {"units": 3}},
-        ],
-        "output": {"node": "logits", "num_classes": 3},
-    }
-    return _net(doc, {"kind": "image", "shape": [8, 8, 1], "resize": "centre-crop"}, IMAGE_CLASSES)
-
-
-@pytest.fixture(scope="module")
-def text_net() -> Net:
-    # this many subword buckets: with _net's seeded weights the test texts then get different classes; no n-gram
-    # bag (the engine's networks that read it are tested end to end in tests/workers)
-    encoder = TextEncoder.fit(TRAIN_TEXTS, max_length=8, subword_buckets=32, ngram_buckets=0)
-    doc = {
-        "name": "tiny-text",
-        "input": {"shape": [8], "dtype": "int32", "modality": "text"},
-        "nodes": [
-            {"id": "embed", "op": "embedding", "inputs": ["input"],
-             "params": {"vocab_size": encoder.vocab_size, "dim": 4}},
-            {"id": "pool", "op": "global_avg_pool", "inputs": ["embed"]},
-            {"id": "logits", "op": "dense", "inputs": ["pool"], "params": {"units": 2}},
-        ],
-        "output": {"node": "logits", "num_classes": 2},
-    }
-    return _net(doc, {"kind": "text", "encoder": encoder.to_json()}, TEXT_CLASSES)
-
-
-def _row(job: Job, net: Net) -> TrainedModel:
-    return TrainedModel(job_id=job.id, spec=net.spec, weights=net.weights, onnx=net.onnx, classes=net.classes,
-                        preprocessing=net.preprocessing, metrics={"accuracy": 0.875, "loss": 0.4},
-                        param_count=123, weights_bytes=len(net.weights))
-
-
-def _insert(factory: sessionmaker[Session], owner: User | None, net: Net) -> TrainedModel:
-    """A model row of `net` from a job of `owner` (a new user when None)."""
-    with session_scope(factory) as s:
-        model = _row(make_job(s, owner or make_user(s)), net)
-        s.add(model)
-        s.flush()
-    return model
+@pytest.fixture(scope="module", name="text_net")
+def text_net_fixture() -> Net:
+    return nets.text_net()
 
 
 def _png(pixels: np.ndarray) -> bytes:
@@ -145,7 +72,7 @@ def _url(model_id: uuid.UUID, suffix: str = "") -> str:
 async def test_detail_describes_an_image_model(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     r = await client.get(_url(model.id), headers=account.auth)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -168,7 +95,7 @@ async def test_detail_describes_an_image_model(
 async def test_detail_of_a_text_model_says_it_takes_texts(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, text_net)
+    model = insert_model(factory, account.user, text_net)
     body = (await client.get(_url(model.id), headers=account.auth)).json()
     assert body["preprocessing"] == "text"
     assert body["input"]["dtype"] == "int32"
@@ -178,7 +105,7 @@ async def test_detail_of_a_text_model_says_it_takes_texts(
 async def test_detail_of_a_model_whose_dataset_is_gone_has_no_dataset_id(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     with session_scope(factory) as s:
         s.get_one(Job, model.job_id).dataset_id = None
     r = await client.get(_url(model.id), headers=account.auth)
@@ -193,7 +120,7 @@ async def test_detail_of_a_model_whose_dataset_is_gone_has_no_dataset_id(
 async def test_onnx_download_computes_what_core_computes(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, query: str,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     r = await client.get(_url(model.id, "/download" + query), headers=account.auth)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/octet-stream"
@@ -208,7 +135,7 @@ async def test_onnx_download_computes_what_core_computes(
 async def test_native_download_holds_every_file_and_the_same_weights(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     r = await client.get(_url(model.id, "/download?format=native"), headers=account.auth)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/zip"
@@ -247,8 +174,8 @@ async def test_a_compressed_model_shows_its_report_ships_its_artifact_and_predic
     packed = artifact.encode(Spec.from_dict(image_net.spec), image_net.variables)
     with session_scope(factory) as s:
         job = make_job(s, account.user)
-        dense = _row(job, image_net)
-        model = replace_row(_row(job, image_net), variant="compressed", weights=packed, weights_bytes=len(packed),
+        dense = model_row(job, image_net)
+        model = replace_row(model_row(job, image_net), variant="compressed", weights=packed, weights_bytes=len(packed),
                             metrics={**REPORT, "test_accuracy": 0.88, "model_bytes": len(packed)})
         s.add_all([dense, model])
         s.flush()
@@ -284,8 +211,8 @@ def replace_row(row: TrainedModel, **changes: Any) -> TrainedModel:
     return TrainedModel(**({f: getattr(row, f) for f in fields} | changes))
 
 
-def test_native_package_is_a_pure_function_of_the_row(image_net: Net) -> None:
-    row = _row(Job(id=uuid.uuid4()), image_net)
+def test_native_package_is_a_pure_function_of_themodel_row(image_net: Net) -> None:
+    row = model_row(Job(id=uuid.uuid4()), image_net)
     assert native_package(row) == native_package(row)
     with zipfile.ZipFile(io.BytesIO(native_package(row))) as archive:
         assert archive.testzip() is None
@@ -295,7 +222,7 @@ def test_native_package_is_a_pure_function_of_the_row(image_net: Net) -> None:
 async def test_unknown_download_format_is_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, fmt: str,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     r = await client.get(_url(model.id, f"/download?format={fmt}"), headers=account.auth)
     assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:validation-error"
 
@@ -306,7 +233,7 @@ async def test_unknown_download_format_is_422(
 async def test_predict_png_files_matches_core(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     pixels = _pixels(6)
     r = await client.post(_url(model.id, "/predict"), headers=account.auth,
                           files=_files([_png(p) for p in pixels]))
@@ -323,7 +250,7 @@ async def test_predict_png_files_matches_core(
 async def test_predict_converts_and_resizes_images_as_ingest_does(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     rgb = _png(_pixels(1, (20, 12, 3), seed=3)[0])
     jpeg = io.BytesIO()
     Image.fromarray(_pixels(1, (8, 8, 3), seed=4)[0]).save(jpeg, format="JPEG")
@@ -338,7 +265,7 @@ async def test_predict_converts_and_resizes_images_as_ingest_does(
 async def test_predict_on_a_raw_image_of_another_size_matches_the_pre_resized_image(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     raw = _pixels(4, (40, 26, 1), seed=6)  # as a user would upload them: larger, another aspect ratio
     pre = fit_pixels(raw, (8, 8))  # what ingest makes of such images
     answers = []
@@ -354,7 +281,7 @@ async def test_a_package_made_before_the_resize_policy_stretches_as_it_did(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
     legacy = replace(image_net, preprocessing={"kind": "image", "shape": [8, 8, 1]})
-    model = _insert(factory, account.user, legacy)
+    model = insert_model(factory, account.user, legacy)
     blob = _png(_pixels(1, (20, 12, 1), seed=3)[0])
     r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files([blob]))
     assert r.status_code == 200, r.text
@@ -366,7 +293,7 @@ async def test_a_package_made_before_the_resize_policy_stretches_as_it_did(
 async def test_predict_texts_matches_core(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, text_net)
+    model = insert_model(factory, account.user, text_net)
     texts = ["a good film", "bad plot", "", "words never seen before", "GOOD good good acting"]
     r = await client.post(_url(model.id, "/predict"), headers=account.auth, json={"texts": texts})
     assert r.status_code == 200, r.text
@@ -382,8 +309,8 @@ async def test_predict_texts_matches_core(
 async def test_wrong_kind_of_input_is_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, text_net: Net,
 ) -> None:
-    image_model = _insert(factory, account.user, image_net)
-    text_model = _insert(factory, account.user, text_net)
+    image_model = insert_model(factory, account.user, image_net)
+    text_model = insert_model(factory, account.user, text_net)
     r = await client.post(_url(image_model.id, "/predict"), headers=account.auth, json={"texts": ["hello"]})
     assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
     r = await client.post(_url(text_model.id, "/predict"), headers=account.auth, files=_files([_png(_pixels(1)[0])]))
@@ -397,7 +324,7 @@ async def test_wrong_kind_of_input_is_422(
 async def test_no_images_is_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, content: bytes,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     headers = {**account.auth, "Content-Type": "multipart/form-data; boundary=b"}
     r = await client.post(_url(model.id, "/predict"), headers=headers, content=content)
     assert_problem(r, 422)
@@ -406,7 +333,7 @@ async def test_no_images_is_422(
 async def test_no_texts_and_malformed_json_are_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, text_net)
+    model = insert_model(factory, account.user, text_net)
     url = _url(model.id, "/predict")
     r = await client.post(url, headers=account.auth, json={"texts": []})
     assert assert_problem(r, 422)["type"] == "urn:netsynth:problem:invalid-input"
@@ -422,7 +349,7 @@ async def test_no_texts_and_malformed_json_are_422(
 async def test_undecodable_image_is_422_naming_the_file(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     good = _png(_pixels(1)[0])
     for bad in (b"not an image at all", good[:40]):
         r = await client.post(_url(model.id, "/predict"), headers=account.auth, files=_files([good, bad]))
@@ -434,8 +361,8 @@ async def test_undecodable_image_is_422_naming_the_file(
 async def test_too_many_inputs_is_413(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net, text_net: Net,
 ) -> None:
-    image_model = _insert(factory, account.user, image_net)
-    text_model = _insert(factory, account.user, text_net)
+    image_model = insert_model(factory, account.user, image_net)
+    text_model = insert_model(factory, account.user, text_net)
     r = await client.post(_url(text_model.id, "/predict"), headers=account.auth,
                           json={"texts": ["good"] * (MAX_INPUTS + 1)})
     assert assert_problem(r, 413)["type"] == "urn:netsynth:problem:payload-too-large"
@@ -460,7 +387,7 @@ async def test_another_users_model_answers_like_a_missing_one(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
     method: str, suffix: str,
 ) -> None:
-    theirs = _insert(factory, None, image_net)
+    theirs = insert_model(factory, None, image_net)
     files = _files([_png(_pixels(1)[0])]) if method == "POST" else None
     answers = []
     for model_id in (theirs.id, uuid.uuid4()):
@@ -476,7 +403,7 @@ async def test_every_route_needs_an_api_key(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
     method: str, suffix: str,
 ) -> None:
-    model = _insert(factory, account.user, image_net)
+    model = insert_model(factory, account.user, image_net)
     assert_problem(await client.request(method, _url(model.id, suffix)), 401)
 
 

@@ -1,0 +1,90 @@
+"""The explainability reports of a synthesis's delivered variants, built in the budget's last share.
+
+A report is built whole or not at all: when the budget's end comes (or the caller interrupts) while one is being
+built, that variant ships without a report and an event says why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import jax
+import numpy as np
+
+from core import artifact
+from core.spec import Spec
+from synthesis.budget import Budget
+from synthesis.deliver import Delivered
+from synthesis.explain import ReportData, Subject, TextCodec, build_report
+from synthesis.fine import CompressedVariant
+from synthesis.progress import Reporter
+from synthesis.split import Split
+
+
+class ReportOutOfTime(Exception):
+    """The budget ended while a report was being built."""
+
+
+def report_data(classes: Sequence[str], x: np.ndarray, y: np.ndarray, split: Split, rows: np.ndarray | None,
+                texts: Sequence[str] | None) -> ReportData:
+    """What a report covers: every row (network inputs), its labels and upload position, the splits, the texts."""
+    return ReportData(classes=list(classes), x=x, y=y, test=split.test, train=split.train, rows=rows, texts=texts)
+
+
+def _deadline(budget: Budget) -> Callable[[], None]:
+    def check() -> None:
+        if budget.left(1.0) <= 0:
+            raise ReportOutOfTime(f"the budget ended after {budget.elapsed():.0f} s")
+    return check
+
+
+def explained(model: Delivered, variant: str, weights: dict[str, Any], data: ReportData, codec: TextCodec | None,
+              budget: Budget, reporter: Reporter, checkpoints: Sequence[dict[str, Any]] = ()) -> Delivered:
+    """`model` with its report, or as it was when the budget's end came first (an event says so either way)."""
+    started = time.perf_counter()
+    check = _deadline(budget)
+    try:
+        check()
+        subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
+        report = build_report(subject, data, variant, checkpoints, check)
+    except ReportOutOfTime as exc:
+        reporter.event("report", {"variant": variant, "built": False, "reason": str(exc)})
+        return model
+    seconds = time.perf_counter() - started
+    reporter.event("report", {"variant": variant, "built": True, "seconds": round(seconds, 2),
+                              "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"])})
+    return replace(model, report=report)
+
+
+def explain_variants(model: Delivered, variables: dict[str, Any], compressed: CompressedVariant | None,
+                     data: ReportData, codec: TextCodec | None, budget: Budget, reporter: Reporter,
+                     snapshots: Sequence[dict[str, Any]] = ()) -> tuple[Delivered, CompressedVariant | None]:
+    """The delivered variants with their reports, the dense one (traced over `snapshots` too) first."""
+    model = explained(model, "dense", variables, data, codec, budget, reporter, snapshots)
+    if compressed is not None:
+        small = explained(compressed.model, "compressed", artifact.decode(compressed.model.weights).variables, data,
+                          codec, budget, reporter)
+        compressed = replace(compressed, model=small)
+    return model, compressed
+
+
+class Snapshots:
+    """An `on_weights` hook of a training of `epochs` epochs that keeps (on the host) the weights of
+    :func:`snapshot_epochs`."""
+
+    def __init__(self, epochs: int) -> None:
+        self.keep, self.kept = snapshot_epochs(epochs), list[dict[str, Any]]()
+
+    def __call__(self, epoch: int, weights: dict[str, Any]) -> None:
+        """Keep `weights` when `epoch` is one to keep."""
+        if epoch in self.keep:
+            self.kept.append(jax.device_get(weights))
+
+
+def snapshot_epochs(epochs: int) -> set[int]:
+    """The epochs of a final training of `epochs` whose weights TracIn traces besides the delivered ones: a third and
+    two thirds of the way (none for a run of under 3 epochs)."""
+    return {round(epochs * k / 3) for k in (1, 2)} - {0, epochs} if epochs >= 3 else set()

@@ -1,0 +1,135 @@
+"""A model's explainability report and a user's explanation requests round-trip through a real database."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.db import session_scope
+from store.explanations import (
+    INPUT,
+    OVERLAY,
+    ExplanationState,
+    create_explanation,
+    fail_explanation,
+    find_explanation,
+    finish_explanation,
+    image,
+    start_explanation,
+    state,
+)
+from store.models import Report, ReportImage, TrainedModel
+from store.reports import (
+    HTML,
+    PNG,
+    REPORT_HTML,
+    find_report,
+    image_names,
+    report_file,
+    report_files,
+    save_report,
+)
+from tests.store.factories import make_job
+
+CONTENT = {"version": 1, "variant": "dense", "classes": ["a", "b"], "suspect_labels": [{"row": 3, "score": 0.5}],
+           "images": ["confusion.png", "row3_gradcam.png"]}
+IMAGES = {"confusion.png": b"\x89PNG-confusion", "row3_gradcam.png": b"\x89PNG-row3"}
+PAGE = "<!doctype html><p>r\u00e9sum\u00e9</p>"
+
+
+def _model(session: Session) -> TrainedModel:
+    job = make_job(session)
+    model = TrainedModel(job_id=job.id, spec={}, weights=b"w", onnx=b"o", param_count=1, weights_bytes=1,
+                         preprocessing={"kind": "text"})
+    session.add(model)
+    session.flush()
+    return model
+
+
+def test_a_saved_report_reads_back_whole(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        save_report(s, model.job_id, model.id, CONTENT, IMAGES, PAGE)
+    with factory() as s:
+        report = find_report(s, model.id)
+        assert report is not None and report.kind == "explainability" and report.content == CONTENT
+        assert image_names(s, report) == sorted(IMAGES)
+        confusion = report_file(s, report, "confusion.png")
+        assert confusion is not None and (confusion.media_type, confusion.data) == (PNG, IMAGES["confusion.png"])
+        page = report_file(s, report, REPORT_HTML)
+        assert page is not None and (page.media_type, page.data.decode()) == (HTML, PAGE)
+        assert report_file(s, report, "missing.png") is None
+        files = report_files(s, model.id)
+    assert json.loads(files.pop("report.json")) == CONTENT
+    assert files == {**IMAGES, REPORT_HTML: PAGE.encode()}
+
+
+def test_a_model_without_a_report_has_none(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        s.add(Report(job_id=model.job_id, model_id=model.id, kind="pareto", content={"points": []}))
+    with factory() as s:
+        assert find_report(s, model.id) is None
+        assert report_files(s, model.id) == {}
+
+
+def test_an_image_may_not_take_the_name_of_the_page(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        with pytest.raises(ValueError, match=r"report\.html"):
+            save_report(s, model.job_id, model.id, CONTENT, {REPORT_HTML: b"x"}, PAGE)
+
+
+def test_an_explained_image_goes_queued_running_done_once(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        asked = create_explanation(s, model, "gradcam", image=b"\x89PNG-input", name="cat.png")
+    with session_scope(factory) as s:
+        row = find_explanation(s, asked.id, model.id)
+        assert row is not None and state(row) is ExplanationState.QUEUED
+        assert row.content == {"state": "queued", "method": "gradcam", "input": "cat.png"}
+        uploaded = image(row, INPUT)
+        assert uploaded is not None and uploaded.data == b"\x89PNG-input"
+        assert find_explanation(s, asked.id, uuid.uuid4()) is None  # another model's id
+        assert start_explanation(s, asked.id) is not None
+    with session_scope(factory) as s:  # a worker that died left it running: a redelivered task runs it again
+        assert start_explanation(s, asked.id) is not None
+        assert finish_explanation(s, asked.id, {"label": "cat", "map": [[0.5]]}, b"\x89PNG-overlay")
+    with session_scope(factory) as s:
+        assert start_explanation(s, asked.id) is None  # answered: nothing to do
+        assert not finish_explanation(s, asked.id, {"label": "dog"}, b"other")
+        assert not fail_explanation(s, asked.id, "invalid-input", "late")
+    with factory() as s:
+        row = s.get_one(Report, asked.id)
+        assert row.content["state"] == "done" and row.content["attribution"] == {"label": "cat", "map": [[0.5]]}
+        assert row.content["overlay"] == OVERLAY
+        overlay = image(row, OVERLAY)
+        assert overlay is not None and overlay.data == b"\x89PNG-overlay"
+        assert s.scalar(select(func.count()).select_from(ReportImage)
+                        .where(ReportImage.report_id == asked.id)) == 2
+
+
+def test_a_failed_text_explanation_keeps_its_reason(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        asked = create_explanation(s, model, "occlusion", text="a good film")
+    with session_scope(factory) as s:
+        assert fail_explanation(s, asked.id, "invalid-input", "no words")
+    with factory() as s:
+        row = s.get_one(Report, asked.id)
+        assert row.content == {"state": "failed", "method": "occlusion", "input": "0", "text": "a good film",
+                               "reason": "invalid-input", "error": "no words"}
+        assert row.images == [] and find_report(s, model.id) is None  # an explanation is not the model's report
+
+
+def test_an_explanation_explains_one_input(factory: sessionmaker[Session]) -> None:
+    with session_scope(factory) as s:
+        model = _model(s)
+        with pytest.raises(ValueError):
+            create_explanation(s, model, "occlusion")
+        with pytest.raises(ValueError):
+            create_explanation(s, model, "occlusion", text="t", image=b"i")
