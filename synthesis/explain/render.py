@@ -117,7 +117,7 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
                            for m, n in example["images"].items() if n in images)
         else:
             body = "".join(f"<p><b>{html.escape(m)}</b>: {highlighted(example['tokens'], s)}</p>"
-                           for m, s in example["scores"].items())
+                           for m, s in example.get("scores", {}).items())
         parts.append(f"<section>{head}{body}</section>")
     parts.append("<h2>Rows whose label the model resists</h2><table><tr><th>row</th><th>given</th>"
                  "<th>suggested</th><th>self-influence</th></tr>" + "".join(
