@@ -115,7 +115,7 @@ def problem_for(exc: Exception, instance: str) -> JSONResponse:
         detail = str(exc)
         if isinstance(exc, Unauthenticated):
             headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if exc.invalid_token else "Bearer"
-        elif isinstance(exc, DatasetRejected | QuotaExceeded):
+        elif isinstance(exc, DatasetRejected | QuotaExceeded | NotFound) and exc.reason is not None:
             extra["reason"] = exc.reason
         elif isinstance(exc, RateLimited):
             headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))

@@ -23,6 +23,11 @@ SYNTHESIZE = "netsynth.synthesize"
 TRIAL = "netsynth.trial"
 """Name of the task that trains one search trial for a job running elsewhere: `trial(trial_task_id: str)`."""
 
+EXPLAIN = "netsynth.explain"
+"""Name of the task that explains one input with a model: `explain(explanation_id: str)`."""
+EXPLAIN_SECONDS = 300
+"""Soft time limit of an explain task (one input; its hard limit is a minute later)."""
+
 QUEUES = ("cpu", "gpu")
 """The queues workers serve: jobs go to `Settings.default_queue`; a worker names the ones it serves."""
 
@@ -99,9 +104,13 @@ def enqueue_synthesize(sender: Celery, job: Job) -> None:
     Raises Unavailable when the broker does not answer.
     """
     soft, hard = time_limits(job.budget_seconds)
-    options: dict[str, Any] = {"queue": job.queue, "soft_time_limit": soft, "time_limit": hard}
+    _publish(sender, SYNTHESIZE, str(job.id), queue=job.queue, soft_time_limit=soft, time_limit=hard)
+
+
+def _publish(sender: Celery, name: str, arg: str, **options: Any) -> None:
+    """Send task `name`(`arg`); Unavailable when the broker does not answer."""
     try:
-        sender.send_task(SYNTHESIZE, args=[str(job.id)], **options)
+        sender.send_task(name, args=[arg], **options)
     except (OperationalError, OSError) as exc:
         raise Unavailable(f"the task broker does not answer: {exc}") from exc
 
@@ -110,3 +119,12 @@ def enqueue_trial(sender: Celery, trial_task_id: str, queue: str, seconds: float
     """Publish `trial(trial_task_id)` to `queue`, with time limits for a trial of at most `seconds`."""
     soft = int(seconds) + 60
     sender.send_task(TRIAL, args=[trial_task_id], queue=queue, soft_time_limit=soft, time_limit=soft + 60)
+
+
+def enqueue_explain(sender: Celery, explanation_id: str, queue: str) -> None:
+    """Publish `explain(explanation_id)` to `queue` (its model's job's); call after the commit.
+
+    Raises Unavailable when the broker does not answer.
+    """
+    _publish(sender, EXPLAIN, explanation_id, queue=queue, soft_time_limit=EXPLAIN_SECONDS,
+             time_limit=EXPLAIN_SECONDS + 60)

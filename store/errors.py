@@ -8,7 +8,12 @@ class StoreError(Exception):
 
 
 class NotFound(StoreError):
-    """A requested row or blob does not exist."""
+    """A requested row or blob does not exist; `reason`, when given, is a stable slug saying what is missing of a
+    thing that exists (e.g. 'report-absent': the model exists, its report does not)."""
+
+    def __init__(self, detail: str = "", reason: str | None = None) -> None:
+        super().__init__(detail)
+        self.reason = reason
 
 
 class InvalidTransition(StoreError):

@@ -23,6 +23,8 @@ class Problem(BaseModel):
     status: int
     detail: str
     instance: str = Field(description="The request's path.")
-    reason: str | None = Field(default=None, description="Why, as a slug: a rejected dataset's (e.g. 'zip-bomb') or "
-                               "the quota exceeded ('quota-active-jobs', 'quota-device-seconds', 'quota-storage').")
+    reason: str | None = Field(default=None, description="Why, as a slug: a rejected dataset's (e.g. 'zip-bomb'), "
+                               "the quota exceeded ('quota-active-jobs', 'quota-device-seconds', 'quota-storage'), "
+                               "or what a found model lacks ('report-absent', 'image-absent', "
+                               "'explanation-absent').")
     errors: list[ValidationIssue] | None = Field(default=None, description="Why a request is not valid (422).")

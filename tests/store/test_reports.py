@@ -25,6 +25,7 @@ from store.explanations import (
 from store.models import Report, ReportImage, TrainedModel
 from store.reports import (
     HTML,
+    NAME_LENGTH,
     PNG,
     REPORT_HTML,
     find_report,
@@ -77,11 +78,21 @@ def test_a_model_without_a_report_has_none(factory: sessionmaker[Session]) -> No
         assert report_files(s, model.id) == {}
 
 
-def test_an_image_may_not_take_the_name_of_the_page(factory: sessionmaker[Session]) -> None:
+@pytest.mark.parametrize(("content", "images", "why"), [
+    (CONTENT, {REPORT_HTML: b"x"}, r"report\.html"),
+    (CONTENT, {"x" * (NAME_LENGTH + 1) + ".png": b"x"}, "at most 200"),
+    ({**CONTENT, "ece": float("nan")}, IMAGES, "strict JSON"),
+    ({**CONTENT, "rows": {1, 2}}, IMAGES, "strict JSON"),
+])
+def test_what_the_database_would_refuse_is_refused_before_anything_is_added(
+    factory: sessionmaker[Session], content: dict[str, object], images: dict[str, bytes], why: str,
+) -> None:
     with session_scope(factory) as s:
         model = _model(s)
-        with pytest.raises(ValueError, match=r"report\.html"):
-            save_report(s, model.job_id, model.id, CONTENT, {REPORT_HTML: b"x"}, PAGE)
+        with pytest.raises(ValueError, match=why):
+            save_report(s, model.job_id, model.id, content, images, PAGE)
+        assert find_report(s, model.id) is None
+    assert ReportImage.__table__.c.name.type.length == NAME_LENGTH  # type: ignore[attr-defined]
 
 
 def test_an_explained_image_goes_queued_running_done_once(factory: sessionmaker[Session]) -> None:
