@@ -25,19 +25,11 @@ from store.models import TrainedModel
 from store.package import package_files, package_zip, write_package
 from store.settings import Settings
 from tests.api.conftest import Account
-from tests.api.test_models import (
-    IMAGE_CLASSES,
-    TEXT_CLASSES,
-    Net,
-    _insert,
-    _pixels,
-    _png,
-    image_net,
-    text_net,
-)
+from tests.api.test_models import _pixels, _png, image_net_fixture, text_net_fixture
 from tests.datasets import write_npz, write_text_csv, write_zip
+from tests.nets import IMAGE_CLASSES, TEXT_CLASSES, Net, insert_model
 
-__all__ = ["image_net", "text_net"]  # test_models' fixtures of real networks, used here by name
+__all__ = ["image_net_fixture", "text_net_fixture"]  # test_models' fixtures of real networks, used here by name
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["a good film", "bad plot", "words never seen before", "GOOD good good acting", "fine, bad acting"]
@@ -92,7 +84,7 @@ async def test_a_zip_of_class_folders_matches_the_api_and_prints_the_accuracy(
     factory: sessionmaker[Session], image_net: Net,
 ) -> None:
     pngs = [_png(p) for p in _pixels(8)]
-    labels, proba = await _api(client, account, _insert(factory, account.user, image_net), pngs=pngs)
+    labels, proba = await _api(client, account, insert_model(factory, account.user, image_net), pngs=pngs)
     truth = [labels[i] if i % 2 else IMAGE_CLASSES[0] for i in range(8)]  # a right answer, then maybe wrong ones
     names = [f"{label}/img{i}.png" for i, label in enumerate(truth)]
     data = write_zip(tmp_path / "in.zip", zip(names, pngs, strict=True))
@@ -110,7 +102,7 @@ async def test_a_folder_of_images_matches_the_api_without_an_accuracy(
     factory: sessionmaker[Session], image_net: Net,
 ) -> None:
     pngs = [_png(p) for p in _pixels(6, seed=5)]
-    labels, proba = await _api(client, account, _insert(factory, account.user, image_net), pngs=pngs)
+    labels, proba = await _api(client, account, insert_model(factory, account.user, image_net), pngs=pngs)
     folder = tmp_path / "photos"
     folder.mkdir()
     for i, png in enumerate(pngs):
@@ -128,7 +120,7 @@ async def test_an_npz_matches_the_api_given_the_same_pixels(
     factory: sessionmaker[Session], image_net: Net,
 ) -> None:
     pixels = _pixels(7, seed=2)
-    labels, proba = await _api(client, account, _insert(factory, account.user, image_net),
+    labels, proba = await _api(client, account, insert_model(factory, account.user, image_net),
                                pngs=[_png(p) for p in pixels])
     data = write_npz(tmp_path / "in.npz", x=pixels[..., 0], y=np.array(["ant"] * 7))
     rows, out = _predict(capsys, _package(image_net, tmp_path / "model"), data, "--output", tmp_path / "p.csv")
@@ -143,7 +135,7 @@ async def test_a_csv_of_texts_matches_the_api_with_the_native_zip_as_the_model(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, client: httpx.AsyncClient, account: Account,
     factory: sessionmaker[Session], text_net: Net,
 ) -> None:
-    model = _insert(factory, account.user, text_net)
+    model = insert_model(factory, account.user, text_net)
     labels, proba = await _api(client, account, model, texts=TEXTS)
     r = await client.get(f"/api/v1/models/{model.id}/download?format=native", headers=account.auth)
     native = tmp_path / "model.zip"
@@ -178,7 +170,7 @@ async def test_raw_images_of_another_size_predict_as_the_pre_resized_ones(
 ) -> None:
     raw = _pixels(5, (30, 45, 1), seed=8)
     pre = fit_pixels(raw, (8, 8))  # the model's 8x8, as ingest resizes
-    labels, proba = await _api(client, account, _insert(factory, account.user, image_net),
+    labels, proba = await _api(client, account, insert_model(factory, account.user, image_net),
                                pngs=[_png(p) for p in pre])
     model = _package(image_net, tmp_path / "model")
     data = write_zip(tmp_path / "raw.zip", [(f"{i}.png", _png(p)) for i, p in enumerate(raw)])
