@@ -13,6 +13,8 @@ import numpy as np
 
 from store.blobs import BlobStore
 from store.ingest import ImageData, Limits, TextEncoder, load_file
+from store.ingest.archive import SafeZip
+from store.ingest.imagezip import class_members
 from store.ingest.resize import CENTRE_CROP
 from store.models import Dataset
 from synthesis.engine import Task
@@ -50,12 +52,14 @@ def prepare(dataset: Dataset, blobs: BlobStore, limits: Limits, seed: int = 0) -
 def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepared:
     """Load a validated dataset file; images are brought to one size by the resize policy (store.ingest.resize),
     which the preprocessing records for prediction; exact duplicates are grouped, texts get a vocabulary learned
-    from the training split only (the split synthesis makes from the same labels, groups and seed)."""
+    from the training split only (the split synthesis makes from the same labels, groups and seed). The task
+    carries what reports are worded in: the raw texts and their encoder, each row's position in the upload."""
     data = load_file(path, fmt, limits)
     if isinstance(data, ImageData):
         h, w, c = (int(d) for d in data.x.shape[1:])
         groups = duplicate_groups([row.tobytes() for row in data.x])
-        task = Task("image", data.x, data.y, len(data.classes), groups=groups)
+        rows = archive_rows(path, limits) if fmt == "image_zip" else None
+        task = Task("image", data.x, data.y, len(data.classes), groups=groups, rows=rows)
         return Prepared(task, {"kind": "image", "shape": [h, w, c], "resize": CENTRE_CROP}, list(data.classes))
     task, encoder = text_task(data.texts, data.y, len(data.classes), seed)
     return Prepared(task, {"kind": "text", "encoder": encoder.to_json()}, list(data.classes))
@@ -70,4 +74,16 @@ def text_task(texts: list[str], y: np.ndarray, num_classes: int, seed: int,
     train_rows = stratified_split(y, seed, test_fraction=test_fraction, groups=groups).train
     encoder = TextEncoder.fit([texts[i] for i in train_rows])
     ids = np.asarray(encoder.encode(texts), np.int32)
-    return Task("text", ids, y, num_classes, groups=groups, **encoder.layout()), encoder
+    task = Task("text", ids, y, num_classes, groups=groups, texts=list(texts), codec=encoder, **encoder.layout())
+    return task, encoder
+
+
+def archive_rows(path: Path, limits: Limits) -> np.ndarray | None:
+    """Each loaded image's row in the upload, which numbers an archive's images by their paths sorted (the
+    images load in the archive's own order); None when the two orders agree."""
+    with SafeZip(path, limits) as archive:
+        names = [info.filename for info, _ in class_members(archive, limits)]
+    ranked = sorted(range(len(names)), key=names.__getitem__)
+    rows = np.empty(len(names), np.int64)
+    rows[ranked] = np.arange(len(names))
+    return None if np.array_equal(rows, np.arange(len(names))) else rows

@@ -1,5 +1,5 @@
 """What a finished synthesis leaves in the database: the models (dense and, when compression delivered one,
-compressed), every candidate of the search, the Pareto front."""
+compressed) with their explainability reports, every candidate of the search, the Pareto front."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from store.models import Candidate, CandidateStatus, Report, TrainedModel
+from store.jobs import append_event
+from store.models import Candidate, CandidateStatus, Job, Report, TrainedModel
+from store.reports import save_report
 from synthesis.deliver import Delivered
 from synthesis.engine import Synthesis
+from synthesis.explain import Report as ExplainReport
 from workers.data import Prepared
 
 STATUS = {"completed": CandidateStatus.TRAINED, "deadline": CandidateStatus.TRAINED,
@@ -38,10 +41,21 @@ def _model(job_id: uuid.UUID, candidate_id: uuid.UUID | None, variant: str, deli
                         param_count=delivered.param_count, weights_bytes=len(delivered.weights))
 
 
+def _save_report(session: Session, job_id: uuid.UUID, model: TrainedModel, report: ExplainReport) -> None:
+    """Add `model`'s report; one the database would refuse is left out (the model ships without it) with a
+    warning in the job's log."""
+    try:
+        save_report(session, job_id, model.id, report.content, report.images, report.html)
+    except ValueError as exc:
+        append_event(session, session.get_one(Job, job_id), "warning", {
+            "message": f"the {model.variant} model's explainability report cannot be stored ({exc}); the model ships "
+                       "without it"})
+
+
 def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepared) -> uuid.UUID:
     """Store the synthesis of `job_id` (replacing any partial one of an earlier attempt): the dense model, the
-    compressed one when there is one (weights: the compressed artifact), candidates and reports; return the dense
-    model's id."""
+    compressed one when there is one (weights: the compressed artifact), each with its explainability report when
+    it was delivered one, candidates and reports; return the dense model's id."""
     existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
                                                              TrainedModel.variant == "dense")).first()
     if existing is not None:  # a model is saved with the job's success: this attempt is a duplicate
@@ -53,11 +67,16 @@ def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
     session.flush()
     delivered = result.model
     winner = next((r.id for r in rows if r.spec["id"] == delivered.metrics.get("candidate")), None)
-    model = _model(job_id, winner, "dense", delivered, prepared)
-    session.add(model)
+    saved = [(_model(job_id, winner, "dense", delivered, prepared), delivered)]
     if result.compressed is not None:
-        session.add(_model(job_id, winner, "compressed", result.compressed.model, prepared))
+        small = result.compressed.model
+        saved.append((_model(job_id, winner, "compressed", small, prepared), small))
+    session.add_all([row for row, _ in saved])
     session.flush()
+    for row, variant in saved:  # in the models' transaction: a job's reports are there whole or not at all
+        if variant.report is not None:
+            _save_report(session, job_id, row, variant.report)
+    model = saved[0][0]
     session.add(Report(job_id=job_id, model_id=model.id, kind="pareto", content={"points": result.pareto}))
     session.add(Report(job_id=job_id, model_id=model.id, kind="search", content={
         "stop_reason": result.stop_reason, "split": result.split, "seconds": round(result.seconds, 3),

@@ -1,5 +1,6 @@
 """The workers' tasks, registered by name: `netsynth.synthesize(job_id)`, `netsynth.trial(trial_task_id)` (one
-search trial of a job running on another worker); and the reaper of abandoned jobs and abandoned partial files."""
+search trial of a job running on another worker), `netsynth.explain(explanation_id)` (one input explained with a
+model); and the reaper of abandoned jobs and abandoned partial files."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from celery import Task, signals
 
 from store.blobs import FileBlobStore
-from store.broker import SYNTHESIZE, TRIAL, enqueue_synthesize
+from store.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
 from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
 from store.settings import Settings
@@ -59,6 +60,16 @@ def trial(self: Task[Any, Any], trial_task_id: str) -> str:
     if (row_id := _uuid(trial_task_id, "trial")) is None:
         return "invalid-id"
     return run_trial_task(_context(), row_id, worker_name(self.request.hostname))
+
+
+@app.task(name=EXPLAIN, acks_late=True, reject_on_worker_lost=True)
+def explain(explanation_id: str) -> str:
+    """Answer one explanation request (`workers.explanations`); one answered already is left as it is."""
+    from workers.explanations import run_explanation
+
+    if (row_id := _uuid(explanation_id, "explain")) is None:
+        return "invalid-id"
+    return run_explanation(_context().factory, row_id)
 
 
 def reap_once(settings: Settings) -> list[uuid.UUID]:

@@ -55,3 +55,24 @@ def test_text_task_learns_its_vocabulary_from_the_engines_training_rows_only() -
     assert not {f"word{i}" for i in np.concatenate([split.val, split.test])} & set(vocabulary)
     assert np.array_equal(task.x, np.asarray(encoder.encode(texts), np.int32))
     assert task.bag_start > 0 and task.bag_vocab == encoder.ngram_buckets + 1
+
+
+def test_a_text_task_carries_its_raw_texts_in_row_order_and_their_encoder() -> None:
+    texts = [f"word{i} common{i % 3}" for i in range(40)]
+    task, encoder = text_task(texts, np.arange(40) % 2, 2, seed=0)
+    assert list(task.texts or []) == texts and task.codec is encoder and task.rows is None
+    assert np.array_equal(task.codec.encode(texts), task.x)
+
+
+def test_images_number_their_rows_by_their_paths_in_the_archive_sorted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    names = ["b/2.png", "a/0.png", "b/1.png", "a/3.png"]  # the archive's order, not its paths' sorted order
+    images = [rng.integers(0, 256, (6, 6, 3), dtype=np.uint8) for _ in names]
+    path = write_zip(tmp_path / "d.zip", [(n, png_bytes(p)) for n, p in zip(names, images, strict=True)])
+    prepared = prepare_file(path, "image_zip", FEW)
+    assert prepared.task.rows is not None and prepared.task.rows.tolist() == [3, 0, 2, 1]
+    for i, pixels in enumerate(images):  # x keeps the archive's order: rows says where each one was uploaded
+        np.testing.assert_array_equal(prepared.task.x[i], pixels)
+    ordered = write_zip(tmp_path / "s.zip", [(n, png_bytes(p)) for n, p in sorted(zip(names, images, strict=True),
+                                                                                 key=lambda item: item[0])])
+    assert prepare_file(ordered, "image_zip", FEW).task.rows is None

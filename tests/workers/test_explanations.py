@@ -1,0 +1,100 @@
+"""The explain task's work in-process: a request answered with the real network of its model, once; bad input fails
+the request with the reason, never the task."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import numpy as np
+import pytest
+from PIL import Image
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.db import session_scope
+from store.explanations import OVERLAY, create_explanation, image
+from store.models import Report, TrainedModel
+from tests import nets
+from tests.datasets import png_bytes
+from tests.store.conftest import empty_db_url, engine, factory
+from workers.explaining import explain, subject_of
+from workers.explanations import run_explanation
+
+__all__ = ["empty_db_url", "engine", "factory"]  # the store's database fixtures: SQLite and PostgreSQL
+
+PIXELS = np.random.default_rng(3).integers(0, 256, (8, 8, 1), dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def image_net() -> nets.Net:
+    return nets.image_net()
+
+
+@pytest.fixture(scope="module")
+def text_net() -> nets.Net:
+    return nets.text_net()
+
+
+def _ask(factory: sessionmaker[Session], net: nets.Net, method: str, **given: object) -> tuple[TrainedModel, uuid.UUID]:
+    model = nets.insert_model(factory, None, net)
+    with session_scope(factory) as s:
+        asked = create_explanation(s, model, method, **given)  # type: ignore[arg-type]
+        return model, asked.id
+
+
+def _content(factory: sessionmaker[Session], explanation_id: uuid.UUID) -> dict[str, object]:
+    with factory() as s:
+        return dict(s.get_one(Report, explanation_id).content)
+
+
+def test_a_text_is_explained_once_with_its_model(factory: sessionmaker[Session], text_net: nets.Net) -> None:
+    _, asked = _ask(factory, text_net, "occlusion", text="a good film, good acting")
+    assert run_explanation(factory, asked) == "done"
+    content = _content(factory, asked)
+    subject = subject_of(text_net.spec, text_net.weights, "dense", text_net.preprocessing)
+    (want,) = explain(subject, text_net.classes, text_net.preprocessing, "occlusion", ["0"],
+                      texts=["a good film, good acting"])
+    assert content["attribution"] == want.to_dict()
+    assert want.tokens == ["a", "good", "film,", "good", "acting"] and "overlay" not in content
+    assert run_explanation(factory, asked) == "done"  # a redelivered task: answered already, left as it is
+    assert _content(factory, asked) == content
+
+
+def test_an_image_is_explained_with_an_overlay(factory: sessionmaker[Session], image_net: nets.Net) -> None:
+    _, asked = _ask(factory, image_net, "gradcam", image=png_bytes(PIXELS), name="ant.png")
+    assert run_explanation(factory, asked) == "done"
+    content = _content(factory, asked)
+    attribution = content["attribution"]
+    assert isinstance(attribution, dict) and attribution["input"] == "ant.png"
+    assert attribution["method"] == "gradcam" and attribution["label"] in nets.IMAGE_CLASSES
+    assert np.asarray(attribution["map"]).shape == (8, 8)
+    with factory() as s:
+        overlay = image(s.get_one(Report, asked), OVERLAY)
+        assert overlay is not None
+        assert Image.open(io.BytesIO(overlay.data)).format == "PNG"
+
+
+@pytest.mark.parametrize(("net", "method", "given", "reason", "error"), [
+    ("text", "gradcam", {"text": "a good film"}, "invalid-input", "does not explain text models"),
+    ("image", "occlusion", {"image": b"not a png", "name": "x.png"}, "undecodable-image", "x.png"),
+])
+def test_bad_input_fails_the_request_with_the_reason(
+    factory: sessionmaker[Session], image_net: nets.Net, text_net: nets.Net, net: str, method: str,
+    given: dict[str, object], reason: str, error: str,
+) -> None:
+    _, asked = _ask(factory, text_net if net == "text" else image_net, method, **given)
+    assert run_explanation(factory, asked) == "failed"
+    content = _content(factory, asked)
+    assert content["state"] == "failed" and content["reason"] == reason and error in str(content["error"])
+
+
+def test_unreadable_weights_fail_the_request(factory: sessionmaker[Session], text_net: nets.Net) -> None:
+    model, asked = _ask(factory, text_net, "occlusion", text="a film")
+    with session_scope(factory) as s:
+        s.get_one(TrainedModel, model.id).weights = b"not safetensors"
+    assert run_explanation(factory, asked) == "failed"
+    assert "cannot be read" in str(_content(factory, asked)["error"])
+
+
+def test_a_request_that_is_gone_is_missing(factory: sessionmaker[Session]) -> None:
+    assert run_explanation(factory, uuid.uuid4()) == "missing"

@@ -1,0 +1,106 @@
+"""A finished synthesis's models are saved with their explainability reports in one transaction: a job's reports are
+there whole or not at all."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.db import session_scope
+from store.models import Job, JobEvent, Report, ReportImage, TrainedModel
+from store.reports import find_report, report_files
+from synthesis.deliver import Delivered
+from synthesis.engine import Synthesis, Task
+from synthesis.explain import Report as ExplainReport
+from synthesis.fine import CompressedVariant
+from tests.store.conftest import empty_db_url, engine, factory
+from tests.store.factories import make_job
+from workers import results
+from workers.data import Prepared
+
+__all__ = ["empty_db_url", "engine", "factory"]  # the store's database fixtures: SQLite and PostgreSQL
+
+PREPARED = Prepared(Task("image", np.zeros((4, 2, 2, 1), np.uint8), np.array([0, 1, 0, 1]), 2),
+                    {"kind": "image", "shape": [2, 2, 1]}, ["a", "b"])
+
+
+def _report(variant: str) -> ExplainReport:
+    return ExplainReport({"version": 1, "variant": variant, "images": ["confusion.png"], "suspect_labels": []},
+                         {"confusion.png": f"\x89PNG {variant}".encode()}, f"<p>{variant}</p>")
+
+
+def _synthesis(dense: ExplainReport | None, small: ExplainReport | None) -> Synthesis:
+    model = Delivered(spec={"name": "net"}, weights=b"weights", onnx=b"onnx", param_count=3, metrics={}, report=dense)
+    compressed = CompressedVariant(replace(model, weights=b"nsz", report=small), {}, "completed")
+    return Synthesis(model=model, log=[], pareto=[], stop_reason="completed", split={}, seconds=1.0,
+                     compressed=compressed)
+
+
+def _job(factory: sessionmaker[Session]) -> Job:
+    with session_scope(factory) as s:
+        return make_job(s)
+
+
+def _reports(factory: sessionmaker[Session], job: Job) -> dict[str, dict[str, bytes]]:
+    """Each saved model's report files, by the model's variant."""
+    with factory() as s:
+        models = s.scalars(select(TrainedModel).where(TrainedModel.job_id == job.id)).all()
+        return {m.variant: report_files(s, m.id) for m in models}
+
+
+def test_each_variant_is_saved_with_its_report(factory: sessionmaker[Session]) -> None:
+    job = _job(factory)
+    with session_scope(factory) as s:
+        results.save(s, job.id, _synthesis(_report("dense"), _report("compressed")), PREPARED)
+    saved = _reports(factory, job)
+    assert set(saved) == {"dense", "compressed"}
+    for variant, files in saved.items():
+        assert files["confusion.png"] == f"\x89PNG {variant}".encode()
+        assert files["report.html"] == f"<p>{variant}</p>".encode()
+        assert b'"variant": "' + variant.encode() in files["report.json"]
+
+
+def test_a_variant_delivered_without_a_report_is_saved_without_one(factory: sessionmaker[Session]) -> None:
+    job = _job(factory)
+    with session_scope(factory) as s:
+        results.save(s, job.id, _synthesis(_report("dense"), None), PREPARED)
+    assert {variant: bool(files) for variant, files in _reports(factory, job).items()} == {
+        "dense": True, "compressed": False}
+
+
+def test_a_failure_while_saving_leaves_neither_models_nor_reports(
+    factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = _job(factory)
+    calls = []
+
+    def second_fails(*args: object) -> None:
+        calls.append(args)
+        if len(calls) == 2:
+            raise RuntimeError("the database went away")
+        save_report(*args)  # type: ignore[arg-type]
+
+    save_report = results.save_report
+    monkeypatch.setattr(results, "save_report", second_fails)
+    with pytest.raises(RuntimeError), session_scope(factory) as s:
+        results.save(s, job.id, _synthesis(_report("dense"), _report("compressed")), PREPARED)
+    assert len(calls) == 2
+    with factory() as s:
+        assert s.scalars(select(TrainedModel)).all() == []
+        assert s.scalars(select(Report)).all() == [] and s.scalars(select(ReportImage)).all() == []
+
+
+def test_a_report_the_database_would_refuse_is_left_out_with_a_warning(factory: sessionmaker[Session]) -> None:
+    job = _job(factory)
+    broken = replace(_report("compressed"), content={"ece": float("nan")})
+    with session_scope(factory) as s:
+        results.save(s, job.id, _synthesis(_report("dense"), broken), PREPARED)
+    with factory() as s:
+        models = {m.variant: m.id for m in s.scalars(select(TrainedModel))}
+        assert find_report(s, models["dense"]) is not None and find_report(s, models["compressed"]) is None
+        [warning] = s.scalars(select(JobEvent.payload).where(JobEvent.kind == "warning")).all()
+    assert "compressed model's explainability report cannot be stored" in warning["message"]
