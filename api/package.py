@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from store.models import TrainedModel
 from store.package import package_files, package_zip
 
 
-def native_package(model: TrainedModel) -> bytes:
+def native_package(model: TrainedModel, report: Mapping[str, bytes] | None = None) -> bytes:
     """The zip of `model`: spec.json, its weights (weights.safetensors, or model.nsz for the compressed variant),
-    model.onnx, preprocessing.json, labels.json, metrics.json and README.md."""
+    model.onnx, preprocessing.json, labels.json, metrics.json, README.md and its explainability report's files
+    (`report`, by name) under report/."""
     return package_zip(package_files(model.spec, bytes(model.weights), bytes(model.onnx), model.preprocessing,
-                                     list(model.classes), model.metrics, model.variant or "dense"))
+                                     list(model.classes), model.metrics, model.variant or "dense", report))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from celery import Celery
 
-from store.broker import celery_config, enqueue_synthesize
+from store.broker import celery_config, enqueue_explain, enqueue_synthesize
 from store.settings import Settings
 
-__all__ = ["enqueue_synthesize", "make_sender"]
+__all__ = ["enqueue_explain", "enqueue_synthesize", "make_sender"]
 
 
 def make_sender(settings: Settings) -> Celery:

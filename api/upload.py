@@ -1,4 +1,5 @@
-"""Receiving uploads: the request body streamed with a size bound, a file part written to disk while hashed."""
+"""Receiving uploads: the request body streamed with a size bound, a file part written to disk while hashed, small
+bodies read whole (a form or a JSON document)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import hashlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from anyio import to_thread
 from fastapi import Request
-from starlette.datastructures import UploadFile
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from python_multipart.multipart import parse_options_header
+from starlette.datastructures import FormData, Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect
 
@@ -19,6 +23,7 @@ from store.errors import DatasetRejected, InvalidInput, PayloadTooLarge
 
 FORM_OVERHEAD = 64 * 1024
 """Bytes a multipart body may carry beyond its file: boundaries, part headers and small fields."""
+M = TypeVar("M", bound=BaseModel)
 
 
 async def bounded(stream: AsyncIterator[bytes], limit: int, what: str) -> AsyncGenerator[bytes, None]:
@@ -29,6 +34,37 @@ async def bounded(stream: AsyncIterator[bytes], limit: int, what: str) -> AsyncG
         if total > limit:
             raise PayloadTooLarge(f"{what} may be at most {limit} bytes")
         yield chunk
+
+
+async def read_body(request: Request, limit: int, what: str) -> bytes:
+    """The whole request body, refused with PayloadTooLarge as soon as it passes `limit` bytes."""
+    return b"".join([chunk async for chunk in bounded(request.stream(), limit, what)])
+
+
+async def _replay(body: bytes) -> AsyncGenerator[bytes, None]:
+    yield body
+
+
+async def read_form(headers: Headers, body: bytes, max_files: int, max_fields: int) -> FormData:
+    """The multipart form of a body read whole (close it after use); InvalidInput when it cannot be read."""
+    _, options = parse_options_header(headers.get("content-type", ""))
+    if not options.get(b"boundary"):
+        raise InvalidInput("a multipart/form-data body needs a boundary in its Content-Type")
+    parser = MultiPartParser(headers, _replay(body), max_files=max_files, max_fields=max_fields)
+    try:
+        return await parser.parse()
+    except MultiPartException as exc:
+        raise InvalidInput(f"the multipart body cannot be read: {exc.message}") from exc
+
+
+def read_json(schema: type[M], body: bytes) -> M:
+    """A JSON body as `schema`; a RequestValidationError (a 422 saying where) when it is not one."""
+    try:
+        return schema.model_validate_json(body)
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False, include_input=False)]
+        ) from exc
 
 
 def check_length(request: Request, limit: int, what: str) -> None:

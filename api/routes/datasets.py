@@ -65,7 +65,7 @@ def owned_dataset(session: Session, user: User, dataset_id: uuid.UUID) -> Datase
     return dataset
 
 
-def _text(value: str, what: str, limit: int) -> str:
+def checked_text(value: str, what: str, limit: int) -> str:
     """`value` if it fits its column: at most `limit` characters the database can store; InvalidInput otherwise."""
     if len(value) > limit:
         raise InvalidInput(f"{what} may be at most {limit} characters")
@@ -76,8 +76,8 @@ def _text(value: str, what: str, limit: int) -> str:
 
 
 def _form_options(received: Received) -> tuple[str, tuple[int, int] | None]:
-    _text(received.filename, "a file name", 255)
-    name = _text(received.fields.get("name", "").strip() or Path(received.filename).stem or "dataset",
+    checked_text(received.filename, "a file name", 255)
+    name = checked_text(received.fields.get("name", "").strip() or Path(received.filename).stem or "dataset",
                  "a dataset name", 200)
     resize = None
     if raw := received.fields.get("resize", "").strip():

@@ -3,32 +3,38 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from python_multipart.multipart import parse_options_header
 from sqlalchemy import select
 from starlette.datastructures import Headers, UploadFile
-from starlette.formparsers import MultiPartException, MultiPartParser
 
 from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
 from api.openapi import ProblemRoute, problems
 from api.package import native_package
 from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
-from api.upload import bounded
+from api.upload import read_body, read_form, read_json
 from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import Limits, decode_image
 from store.models import Job, TrainedModel
 from store.package import image_shape, network_input, resize_policy
+from store.reports import report_files
 
-router = APIRouter(route_class=ProblemRoute, prefix="/models", tags=["models"],
-                   responses=problems({NotFound: "No model of the caller's jobs has this id."}))
+NO_MODEL = "No model of the caller's jobs has this id."
+
+
+def model_router() -> APIRouter:
+    """A router of `/models/{model_id}` routes, each of which answers 404 for a model that is not the caller's."""
+    return APIRouter(route_class=ProblemRoute, prefix="/models", tags=["models"],
+                     responses=problems({NotFound: NO_MODEL}))
+
+
+router = model_router()
 
 MAX_INPUTS = 256
 """Most inputs (files or texts) one predict request may carry."""
@@ -93,15 +99,16 @@ def _compression(model: TrainedModel) -> dict[str, Any] | None:
                      "description": "The ONNX graph, or the native zip."}},
 )
 def download_model(
-    model: OwnedModel, fmt: Annotated[ExportFormat, Query(alias="format")] = ExportFormat.ONNX,
+    model: OwnedModel, session: SessionDep, fmt: Annotated[ExportFormat, Query(alias="format")] = ExportFormat.ONNX,
 ) -> Response:
     """Download the model as ONNX (`format=onnx`), or as a zip of spec, weights (the compressed artifact
-    `model.nsz` for a compressed model), ONNX, labels and metrics."""
+    `model.nsz` for a compressed model), ONNX, labels, metrics and its explainability report (report/)."""
     stem = f"netsynth-model-{model.id.hex[:8]}" + ("" if model.variant == "dense" else f"-{model.variant}")
     if fmt is ExportFormat.ONNX:
         content, media_type, filename = bytes(model.onnx), "application/octet-stream", f"{stem}.onnx"
     else:
-        content, media_type, filename = native_package(model), "application/zip", f"{stem}.zip"
+        content, media_type, filename = (native_package(model, report_files(session, model.id)), "application/zip",
+                                         f"{stem}.zip")
     return Response(content, media_type=media_type,
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
@@ -119,12 +126,13 @@ async def predict(model: OwnedModel, request: Request) -> PredictOut:
     if media_type == b"multipart/form-data":
         if kind != "image":
             raise InvalidInput(f"this model takes {kind} input, not image files")
-        files = await _files(request.headers, options.get(b"boundary", b""), await _read_body(request))
+        body = await read_body(request, MAX_PREDICT_BYTES, "a predict request")
+        files = await _files(request.headers, options.get(b"boundary", b""), body)
         batch = await run_in_threadpool(_pixels, files, model.preprocessing)
     elif media_type == b"application/json":
         if kind != "text":
             raise InvalidInput(f"this model takes {kind} input, not texts")
-        texts = _texts(await _read_body(request))
+        texts = _texts(await read_body(request, MAX_PREDICT_BYTES, "a predict request"))
         batch = await run_in_threadpool(_token_ids, texts, model.preprocessing)
     else:
         raise InvalidInput("send multipart/form-data with image 'files', or application/json with 'texts'")
@@ -134,11 +142,6 @@ async def predict(model: OwnedModel, request: Request) -> PredictOut:
         Prediction(label=classes[int(np.argmax(row))], probabilities=row.tolist()) for row in proba])
 
 
-async def _read_body(request: Request) -> bytes:
-    """The request body, refused with PayloadTooLarge as soon as it passes MAX_PREDICT_BYTES."""
-    return b"".join([chunk async for chunk in bounded(request.stream(), MAX_PREDICT_BYTES, "a predict request")])
-
-
 def _check_count(count: int) -> None:
     if count > MAX_INPUTS:
         raise PayloadTooLarge(f"a predict request may carry at most {MAX_INPUTS} inputs, this one has {count}")
@@ -146,20 +149,11 @@ def _check_count(count: int) -> None:
         raise InvalidInput("the request carries no inputs")
 
 
-async def _replay(body: bytes) -> AsyncGenerator[bytes, None]:
-    yield body
-
-
 async def _files(headers: Headers, boundary: bytes, body: bytes) -> list[bytes]:
     """The contents of the multipart body's `files` fields; InvalidInput for any other field or a bad body."""
-    if not boundary:
-        raise InvalidInput("a multipart/form-data body needs a boundary in its Content-Type")
-    _check_count(body.count(b"--" + boundary) - 1)  # every part opens with the boundary, and one more ends them
-    parser = MultiPartParser(headers, _replay(body), max_files=MAX_INPUTS, max_fields=MAX_INPUTS)
-    try:
-        form = await parser.parse()
-    except MultiPartException as exc:
-        raise InvalidInput(f"the multipart body cannot be read: {exc.message}") from exc
+    if boundary:
+        _check_count(body.count(b"--" + boundary) - 1)  # every part opens with the boundary, and one more ends them
+    form = await read_form(headers, body, max_files=MAX_INPUTS, max_fields=MAX_INPUTS)
     try:
         others = sorted({name for name, value in form.multi_items()
                          if name != "files" or not isinstance(value, UploadFile)})
@@ -185,12 +179,7 @@ def _pixels(files: Sequence[bytes], preprocessing: dict[str, Any]) -> np.ndarray
 
 def _texts(body: bytes) -> list[str]:
     """The texts of a JSON body; a RequestValidationError when it is not `{"texts": [str, ...]}`."""
-    try:
-        texts = TextsIn.model_validate_json(body).texts
-    except ValidationError as exc:
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False, include_input=False)]
-        ) from exc
+    texts = read_json(TextsIn, body).texts
     _check_count(len(texts))
     return texts
 

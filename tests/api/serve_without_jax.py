@@ -1,10 +1,11 @@
 """Serve a user's whole round trip through the real app in this process, then check JAX and the engine never loaded.
 
 Run as `python -m tests.api.serve_without_jax FOLDER` (tests/api/test_app.py does): the app, on a SQLite database,
-blob store and filesystem broker under FOLDER, takes an image upload, a job on it, the download of the job's model
-and a prediction with it. No worker runs here, so the model is saved as a worker saves one (the job goes running,
-then succeeded, with a model row) but its ONNX graph is built with `onnx.helper`, not exported by JAX. The exit
-status is 0 when every response was a success and none of ENGINE was imported; otherwise stderr says what failed.
+blob store and filesystem broker under FOLDER, takes an image upload, a job on it, the download of the job's model,
+a prediction with it and a request to explain an image with it (queued for a worker). No worker runs here, so the
+model is saved as a worker saves one (the job goes running, then succeeded, with a model row) but its ONNX graph is
+built with `onnx.helper`, not exported by JAX. The exit status is 0 when every response was a success and none of
+ENGINE was imported; otherwise stderr says what failed.
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ async def _round_trip(app: FastAPI, key: str, folder: Path) -> None:
         assert predicted["classes"] == CLASSES, predicted
         assert [p["label"] for p in predicted["predictions"]] == list(labels), predicted
         assert all(len(p["probabilities"]) == len(CLASSES) for p in predicted["predictions"]), predicted
+
+        asked = _check(await c.post(f"{url}/explain", files={"file": ("0.png", png_bytes(x[0]), "image/png")},
+                                    data={"method": "integrated-gradients"}), 202)
+        assert _check(await c.get(asked["url"]), 202)["state"] == "queued", asked
+        _check(await c.get(f"{url}/report"), 404)  # a worker saves reports; this model has none
 
 
 def main(folder: Path) -> int:

@@ -2,7 +2,8 @@
 
 Each operation gets positive and negative generated cases with the caller's API key, half of them on resources
 the caller owns (a ready dataset, a finished job with events, candidates and a Pareto report, a text and an image
-model with real, tiny ONNX graphs, and a second API key to delete), and a few cases without a key; the rate limit is
+model with real, tiny ONNX graphs, the text model's explainability report, an answered explanation of the image
+model, and a second API key to delete), and a few cases without a key; the rate limit is
 raised past what the fuzzer sends. Four checks run on every response: no server error, and the status, the
 content type and the body are the ones the document gives for the operation.
 
@@ -47,6 +48,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import API_PREFIX
 from store.apikeys import create_api_key
 from store.db import session_scope
+from store.explanations import create_explanation, finish_explanation
 from store.ingest import TextEncoder
 from store.jobs import append_event, transition
 from store.models import (
@@ -61,6 +63,7 @@ from store.models import (
     TrainedModel,
     User,
 )
+from store.reports import save_report
 from store.settings import Settings
 from tests.api.conftest import Account
 
@@ -167,9 +170,14 @@ def _seed(factory: sessionmaker[Session], owner: User) -> dict[str, list[str]]:
                                       cost={"index": 0, "params": 2}),
                    Report(job_id=done.id, kind="pareto", content={"points": [{"params": 2, "accuracy": 0.5}]})])
         s.flush()
+        save_report(s, done.id, models[0].id, {"version": 1, "images": ["confusion.png"]},
+                    {"confusion.png": b"\x89PNG"}, "<!doctype html><p>report</p>")
+        explained = create_explanation(s, models[1], "gradcam", image=b"\x89PNG", name="cat.png")
+        finish_explanation(s, explained.id, {"input": "cat.png", "map": [[0.5]]}, b"\x89PNG overlay")
         spare_key = create_api_key(s, owner, name="spare").row  # not the caller's own: deleting it leaves that
         return {"dataset_id": [str(used.id), str(spare.id)], "job_id": [str(done.id)],
-                "model_id": [str(m.id) for m in models], "key_id": [str(spare_key.id)]}
+                "model_id": [str(m.id) for m in models], "key_id": [str(spare_key.id)], "name": ["confusion.png"],
+                "explanation_id": [str(explained.id)]}
 
 
 def _owning(case: AnyCase, ids: dict[str, str]) -> AnyCase:
