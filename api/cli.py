@@ -173,9 +173,13 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> None:
     os.execv(command[0], command)
 
 
-def cmd_synthesize(_settings: Settings, args: argparse.Namespace) -> None:
-    """Replace this process with `python -m workers.cli` (the engine is loaded by name, never imported here)."""
-    command = [sys.executable, "-m", "workers.cli", *args.rest]
+HANDED_OVER = {"synthesize": "workers.cli", "explain": "workers.explain_cli"}
+"""The commands that run the engine, by the module that implements them (loaded by name, never imported here)."""
+
+
+def cmd_handed_over(_settings: Settings, args: argparse.Namespace) -> None:
+    """Replace this process with `python -m <module>` of the command (`HANDED_OVER`), its arguments untouched."""
+    command = [sys.executable, "-m", HANDED_OVER[args.command], *args.rest]
     sys.stdout.flush()
     os.execv(command[0], command)
 
@@ -240,7 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("synthesize", add_help=False, help="synthesize a model from a local dataset "
                        "(netsynth synthesize --help)")
     p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_synthesize)
+    p.set_defaults(func=cmd_handed_over, command="synthesize")
+    p = sub.add_parser("explain", add_help=False, help="explain a model package's predictions on images or texts "
+                       "(netsynth explain --help)")
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_handed_over, command="explain")
     add_predict_parser(sub)
     p = sub.add_parser("run", help="migrate, create a local admin, serve the API with one worker (Ctrl-C stops)")
     p.add_argument("--host", default="127.0.0.1")
@@ -259,8 +267,8 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     """Run the command line; return its exit status (0 ok, 1 database failure, 2 bad input)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["synthesize"]:  # its options (--help included) are workers.cli's, passed on untouched
-        args = argparse.Namespace(func=cmd_synthesize, rest=argv[1:])
+    if argv[:1] and argv[0] in HANDED_OVER:  # their options (--help included) are their modules', passed on untouched
+        args = argparse.Namespace(func=cmd_handed_over, command=argv[0], rest=argv[1:])
     else:
         args = parser.parse_args(argv)
     settings = settings or Settings()

@@ -168,14 +168,16 @@ def package_zip(files: Mapping[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = False) -> Path:
+def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = False, what: str = "model package"
+                  ) -> Path:
     """Write the files into `folder`, staged in a temporary folder first: a new folder appears complete or not at
     all; into an existing one (it must be empty unless `overwrite`) each file moves at once, replacing a file of
     the same name and leaving the others. InvalidInput when `folder` is a file or a non-empty folder not to
-    overwrite, or when the disk refuses the write (full, not writable): its message names the folder and why."""
+    overwrite, or when the disk refuses the write (full, not writable): its message names the folder (holding
+    `what`) and why."""
     for name in files:
         parts = name.split("/")
-        if len(parts) > 2 or len(parts) == 2 and parts[0] != REPORT_DIR or any(
+        if len(parts) > 2 or (len(parts) == 2 and parts[0] != REPORT_DIR) or any(
                 not part or part != Path(part).name or part.startswith(".") for part in parts):
             raise ValueError(f"a package file needs a plain file name (or one in {REPORT_DIR}/), not {name!r}")
     partial = f".{uuid.uuid4().hex[:12]}.partial"
@@ -184,7 +186,7 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
             raise InvalidInput(f"{folder} is not empty; choose a new or empty folder")
         staging = folder / partial
     elif folder.exists():
-        raise InvalidInput(f"{folder} is a file, not a folder to write the model package into")
+        raise InvalidInput(f"{folder} is a file, not a folder to write the {what} into")
     else:
         staging = folder.parent / f".{folder.name}{partial}"
     try:
@@ -200,7 +202,7 @@ def write_package(folder: Path, files: Mapping[str, bytes], overwrite: bool = Fa
         else:
             staging.rename(folder)
     except OSError as exc:
-        raise InvalidInput(f"cannot write the model package to {folder}: {exc.strerror or exc}") from exc
+        raise InvalidInput(f"cannot write the {what} to {folder}: {exc.strerror or exc}") from exc
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -186,7 +186,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
         reporter.stage("explaining")
         rows = report_data(task.classes or [str(c) for c in range(task.num_classes)], x, task.y, split, task.rows,
                            task.texts)
-        model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, reporter,
+        model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, shielded,
                                              snapshots if trained == winner.candidate.id else [])
     reporter.progress(1.0, {"val_accuracy": winner.accuracy})
     if shielded.interrupted is not None and search.stop_reason not in INTERRUPTED:

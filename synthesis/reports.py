@@ -1,7 +1,8 @@
 """The explainability reports of a synthesis's delivered variants, built in the budget's last share.
 
-A report is built whole or not at all: when the budget's end comes (or the caller interrupts) while one is being
-built, that variant ships without a report and an event says why.
+A report holds whole parts only (`synthesis.explain.build_report`): when its time is up while a part is being built,
+that part and the later ones are listed as omitted; without its global figures a variant ships with no report. An
+event says which. With a compressed variant, each report gets half of the time left.
 """
 
 from __future__ import annotations
@@ -19,13 +20,10 @@ from core.spec import Spec
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered
 from synthesis.explain import ReportData, Subject, TextCodec, build_report
+from synthesis.explain.report import OutOfReportTime
 from synthesis.fine import CompressedVariant
-from synthesis.progress import Reporter
+from synthesis.progress import Shielded
 from synthesis.split import Split
-
-
-class ReportOutOfTime(Exception):
-    """The budget ended while a report was being built."""
 
 
 def report_data(classes: Sequence[str], x: np.ndarray, y: np.ndarray, split: Split, rows: np.ndarray | None,
@@ -34,36 +32,54 @@ def report_data(classes: Sequence[str], x: np.ndarray, y: np.ndarray, split: Spl
     return ReportData(classes=list(classes), x=x, y=y, test=split.test, train=split.train, rows=rows, texts=texts)
 
 
-def _deadline(budget: Budget) -> Callable[[], None]:
+class _Interrupted(Exception):
+    """The caller interrupted the job while a report was being built: the report is dropped."""
+
+
+def _deadline(budget: Budget, share: float, reporter: Shielded) -> Callable[[], None]:
+    """A check that reports progress and raises OutOfReportTime once `share` of the budget's time left now has
+    passed, or _Interrupted once the caller has interrupted the job."""
+    end = budget.elapsed() + share * budget.left(1.0)
+
     def check() -> None:
-        if budget.left(1.0) <= 0:
-            raise ReportOutOfTime(f"the budget ended after {budget.elapsed():.0f} s")
+        reporter.progress(min(budget.used(), 1.0), {})
+        if reporter.interrupted is not None:
+            raise _Interrupted(reporter.interrupted)
+        if budget.left(1.0) <= 0 or budget.elapsed() >= end:
+            raise OutOfReportTime(f"its time ran out {budget.elapsed():.0f} s into the budget")
     return check
 
 
 def explained(model: Delivered, variant: str, weights: dict[str, Any], data: ReportData, codec: TextCodec | None,
-              budget: Budget, reporter: Reporter, checkpoints: Sequence[dict[str, Any]] = ()) -> Delivered:
-    """`model` with its report, or as it was when the budget's end came first (an event says so either way)."""
+              budget: Budget, reporter: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0
+              ) -> Delivered:
+    """`model` with its report, built in `share` of the budget's time left (an event says what it holds, or why
+    there is none: its time ran out before its global figures, or the caller interrupted the job)."""
     started = time.perf_counter()
-    check = _deadline(budget)
+    check = _deadline(budget, share, reporter)
     try:
         check()
         subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
         report = build_report(subject, data, variant, checkpoints, check)
-    except ReportOutOfTime as exc:
+    except OutOfReportTime as exc:
         reporter.event("report", {"variant": variant, "built": False, "reason": str(exc)})
+        return model
+    except _Interrupted as exc:
+        reporter.event("report", {"variant": variant, "built": False, "reason": f"the job was {exc}"})
         return model
     seconds = time.perf_counter() - started
     reporter.event("report", {"variant": variant, "built": True, "seconds": round(seconds, 2),
-                              "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"])})
+                              "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"]),
+                              "omitted": report.content["omitted"]})
     return replace(model, report=report)
 
 
 def explain_variants(model: Delivered, variables: dict[str, Any], compressed: CompressedVariant | None,
-                     data: ReportData, codec: TextCodec | None, budget: Budget, reporter: Reporter,
+                     data: ReportData, codec: TextCodec | None, budget: Budget, reporter: Shielded,
                      snapshots: Sequence[dict[str, Any]] = ()) -> tuple[Delivered, CompressedVariant | None]:
     """The delivered variants with their reports, the dense one (traced over `snapshots` too) first."""
-    model = explained(model, "dense", variables, data, codec, budget, reporter, snapshots)
+    model = explained(model, "dense", variables, data, codec, budget, reporter, snapshots,
+                      share=1.0 if compressed is None else 0.5)
     if compressed is not None:
         small = explained(compressed.model, "compressed", artifact.decode(compressed.model.weights).variables, data,
                           codec, budget, reporter)

@@ -172,11 +172,11 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     options = Options(seed=args.seed, constraints=constraints)
     if args.tolerance is not None:
         options = replace(options, tolerance=args.tolerance)
-    result = synthesize(prepared.task, budget, options, ProgressBar(budget_text))
+    result = synthesize(replace(prepared.task, classes=prepared.classes), budget, options, ProgressBar(budget_text))
     print(file=sys.stderr)
     model = result.model
     files = package_files(model.spec, model.weights, model.onnx, prepared.preprocessing, prepared.classes,
-                          model.metrics)
+                          model.metrics, report=model.report.files() if model.report else None)
     files["search_log.jsonl"] = "".join(json.dumps(e, sort_keys=True) + "\n" for e in result.log).encode()
     files["pareto.json"] = json.dumps(result.pareto, indent=2).encode()
     summary = {**model.metrics, "seed": args.seed, "budget": budget_text, "seconds": round(result.seconds, 3),
@@ -187,7 +187,8 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     files["metrics.json"] = json.dumps(summary, indent=2).encode()
     small = None if compressed is None else package_files(
         compressed.model.spec, compressed.artifact, compressed.model.onnx, prepared.preprocessing, prepared.classes,
-        compressed.model.metrics, variant="compressed")
+        compressed.model.metrics, variant="compressed",
+        report=compressed.model.report.files() if compressed.model.report else None)
     write_outputs(args.out, files, small)
     print(f"model: test accuracy {model.metrics['test_accuracy']:.4f}, {model.param_count:,} parameters, "
           f"{len(result.log)} candidates; written to {args.out}")

@@ -74,123 +74,179 @@ def _sample(y: np.ndarray, predicted: np.ndarray, classes: int) -> np.ndarray:
     return np.array(sorted(chosen)[:EXAMPLES], np.int64)
 
 
+class OutOfReportTime(Exception):
+    """Raised by a report's `check` when its time is up: the part being built is left out, and the parts after it."""
+
+
 def build_report(subject: Subject, data: ReportData, variant: str = "dense",
                  checkpoints: Sequence[dict[str, Any]] = (), check: Callable[[], None] | None = None) -> Report:
     """The report of `subject` on `data`; `checkpoints` are earlier weights of the final training (TracIn; the
-    subject's own weights always count)."""
+    subject's own weights always count).
+
+    Its parts are built in order of worth — global figures, suspect labels at the final weights, each method's
+    attributions, influence, then suspect labels over every checkpoint — and a part is kept only when it is whole:
+    when `check` raises OutOfReportTime, that part and the ones after it are listed in `omitted`. Without the
+    global figures there is no report (OutOfReportTime propagates); any other exception from `check` propagates.
+    """
     tick = check or (lambda: None)
     started = time.perf_counter()
-    classes, images = list(data.classes), {}
-    x_test, y_test = data.x[data.test], data.y[data.test]
-    proba = subject.probabilities(x_test) if len(x_test) else np.zeros((0, len(classes)), np.float32)
-    figures = global_figures(proba, y_test, classes, np.array([data.row(i) for i in data.test], np.int64))
-    if len(y_test):
-        images["confusion.png"] = render.confusion_png(figures["confusion_matrix"], classes)
-        calibration = figures["calibration"]
-        images["reliability.png"] = render.reliability_png(calibration["bins"], calibration["ece"])
-    tick()
-    predicted = proba.argmax(axis=1)
-    picked = _sample(y_test, predicted, len(classes))
-    examples, methods, faithfulness = _attributions(subject, data, picked, predicted, images, tick)
-    tick()
+    report = _Builder(subject, data, variant)
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("global", report.global_part), ("suspect_labels", lambda: report.suspects([subject], tick))]
+    parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
+              for name in report.method_names()]
     trace = [subject.with_variables(v) for v in checkpoints] + [subject]
-    influence = _influence(trace, data, picked[:INFLUENCE_EXAMPLES], predicted, tick)
-    scores = tracin.self_influence(trace, data.x, data.y, tick)
-    final = subject.probabilities(data.x).argmax(axis=1)
-    limit = min(len(data.y), max(SUSPECTS_FLOOR, round(SUSPECTS_FRACTION * len(data.y))))
-    rows = np.array([data.row(i) for i in range(len(data.y))], np.int64)
-    suspects = [{"row": s.row, "given": classes[s.given], "suggested": classes[s.suggested], "score": s.score}
-                for s in tracin.suspect_labels(scores, data.y, final, rows, limit)]
-    content = {"version": VERSION, "variant": variant, "modality": subject.modality, "classes": classes,
-               "global": figures, "methods": methods, "faithfulness": faithfulness, "examples": examples,
-               "influence": {"method": "TracInCP, output layers", "layers": output_layers(subject.graph),
-                             "checkpoints": len(trace), "examples": influence},
-               "suspect_labels": suspects, "images": sorted(images),
-               "seconds": round(time.perf_counter() - started, 3)}
-    return Report(content, images, render.page(content, images))
+    parts.append(("influence", lambda: report.influence(trace, tick)))
+    if len(trace) > 1:
+        parts.append(("suspect_labels:checkpoints", lambda: report.suspects(trace, tick)))
+    omitted: list[str] = []
+    for name, part in parts:
+        if omitted:
+            omitted.append(name)
+            continue
+        try:
+            tick()
+            report.merge(part())
+        except OutOfReportTime:
+            if name == "global":
+                raise
+            omitted.append(name)
+    content = report.content(omitted, time.perf_counter() - started)
+    return Report(content, report.images, render.page(content, report.images))
 
 
-def _attributions(subject: Subject, data: ReportData, picked: np.ndarray, predicted: np.ndarray,
-                  images: dict[str, bytes], tick: Callable[[], None]
-                  ) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
-    """The explained examples, each method's settings and figures, and deletion faithfulness per method."""
-    classes = list(data.classes)
-    test = data.test[picked]
-    targets = predicted[picked]
-    examples: list[dict[str, Any]] = [
-        {"row": data.row(int(i)), "given": classes[int(data.y[i])], "predicted": classes[int(t)],
-         "probability": 0.0} for i, t in zip(test, targets, strict=True)]
-    if not len(test):
-        return examples, {}, {}
-    proba = subject.probabilities(data.x[test])
-    for example, p, t in zip(examples, proba, targets, strict=True):
-        example["probability"] = float(p[t])
-    methods: dict[str, Any] = {}
-    faithfulness: dict[str, Any] = {}
-    if subject.modality == "image":
-        x = data.x[test]
-        names = [m for m in IMAGE_METHODS if m != "gradcam" or spatial_layers(subject.graph)]
-        for example in examples:
-            example["images"] = {}
-        for name in names:
-            started = time.perf_counter()
+class _Builder:
+    """The parts of one report; each part returns what it adds and touches nothing until merged."""
+
+    def __init__(self, subject: Subject, data: ReportData, variant: str) -> None:
+        self.subject, self.data, self.variant = subject, data, variant
+        self.classes = list(data.classes)
+        self.images: dict[str, bytes] = {}
+        self.parts: dict[str, Any] = {"methods": {}, "faithfulness": {}, "examples": [], "suspect_labels": [],
+                                      "influence": {"method": "TracInCP, output layers",
+                                                    "layers": output_layers(subject.graph), "checkpoints": 0,
+                                                    "examples": []}}
+        x_test = data.x[data.test]
+        self.proba = subject.probabilities(x_test) if len(x_test) else np.zeros((0, len(self.classes)), np.float32)
+        self.predicted = self.proba.argmax(axis=1)
+        self.picked = _sample(data.y[data.test], self.predicted, len(self.classes))
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Add a finished part."""
+        self.images.update(part.pop("images", {}))
+        for key, value in part.items():
+            if key in ("methods", "faithfulness"):
+                self.parts[key].update(value)
+            elif key == "example_fields":
+                for example, fields in zip(self.parts["examples"], value, strict=True):
+                    for field_name, item in fields.items():  # per method: {"images": {m: file}} or {"scores": ...}
+                        example.setdefault(field_name, {}).update(item)
+            else:
+                self.parts[key] = value
+
+    def content(self, omitted: list[str], seconds: float) -> dict[str, Any]:
+        """The report.json document."""
+        return {"version": VERSION, "variant": self.variant, "modality": self.subject.modality,
+                "classes": self.classes, **self.parts, "omitted": omitted, "images": sorted(self.images),
+                "seconds": round(seconds, 3)}
+
+    def global_part(self) -> dict[str, Any]:
+        """Global figures, their two charts, and the sampled examples' headers."""
+        data, classes = self.data, self.classes
+        y_test = data.y[data.test]
+        figures = global_figures(self.proba, y_test, classes, np.array([data.row(i) for i in data.test], np.int64))
+        images = {}
+        if len(y_test):
+            calibration = figures["calibration"]
+            images = {"confusion.png": render.confusion_png(figures["confusion_matrix"], classes),
+                      "reliability.png": render.reliability_png(calibration["bins"], calibration["ece"])}
+        examples = [{"row": data.row(int(data.test[k])), "given": classes[int(data.y[data.test[k]])],
+                     "predicted": classes[int(self.predicted[k])],
+                     "probability": float(self.proba[k, self.predicted[k]])} for k in self.picked]
+        if self.subject.modality == "text" and data.texts is not None:
+            for example, k in zip(examples, self.picked, strict=True):
+                example["tokens"] = data.texts[int(data.test[k])].split()
+        return {"global": figures, "images": images, "examples": examples}
+
+    def method_names(self) -> list[str]:
+        """The methods the report's examples are explained by (Grad-CAM where the network has a feature map; none
+        for a text model whose texts are not at hand)."""
+        if self.subject.modality == "image":
+            return [m for m in IMAGE_METHODS if m != "gradcam" or spatial_layers(self.subject.graph)]
+        return list(TEXT_METHODS) if self.data.texts is not None and self.subject.codec is not None else []
+
+    def attributions(self, name: str, tick: Callable[[], None]) -> dict[str, Any]:
+        """One method's attributions of the sampled examples, its settings and its deletion faithfulness."""
+        subject, data = self.subject, self.data
+        test, targets = data.test[self.picked], self.predicted[self.picked]
+        if not len(test):
+            return {}
+        started = time.perf_counter()
+        settings: dict[str, Any] = {}
+        if subject.modality == "image":
+            x = data.x[test]
             if name == "integrated-gradients":
                 maps, error, steps = integrated.image_attributions(subject, x, targets)
-                methods[name] = {"baseline": integrated.BASELINE, "steps": steps,
-                                 "completeness_error_max": float(error.max()),
-                                 "completeness_error_mean": float(error.mean())}
+                settings = {"baseline": integrated.BASELINE, "steps": steps,
+                            "completeness_error_max": float(error.max()),
+                            "completeness_error_mean": float(error.mean())}
             else:
                 maps = METHODS[name].images(subject, x, targets)
-                methods[name] = {"layers": spatial_layers(subject.graph)} if name == "gradcam" else {}
-            methods[name]["seconds_per_input"] = round((time.perf_counter() - started) / len(x), 4)
-            faithfulness[name] = _deletion(checks.image_deletion(subject, x, targets, maps),
-                                           checks.image_deletion(subject, x, targets, maps, "random"))
-            for k, example in enumerate(examples):
-                file = f"row{example['row']}_{name}.png"
-                images[file] = render.overlay(x[k], maps[k])
-                example["images"][name] = file
+                settings = {"layers": spatial_layers(subject.graph)} if name == "gradcam" else {}
+            seconds = time.perf_counter() - started
             tick()
-        return examples, methods, faithfulness
-    if data.texts is None or subject.codec is None:  # rows without their words: nothing to attribute to
-        return examples, methods, faithfulness
-    texts = [data.texts[int(i)] for i in test]
-    for example, text in zip(examples, texts, strict=True):
-        example["tokens"], example["scores"] = text.split(), {}
-    for name in TEXT_METHODS:
-        started = time.perf_counter()
-        scores = METHODS[name].texts(subject, texts, targets)
-        methods[name] = {"seconds_per_input": round((time.perf_counter() - started) / len(texts), 4)}
-        if name == "integrated-gradients":
-            methods[name]["baseline"] = integrated.BASELINE
-        faithfulness[name] = _deletion(checks.text_deletion(subject, texts, targets, scores),
-                                       checks.text_deletion(subject, texts, targets, scores, "random"))
-        for example, s in zip(examples, scores, strict=True):
-            example["scores"][name] = [round(float(v), 6) for v in s]
-        tick()
-    return examples, methods, faithfulness
+            faithful = _deletion(checks.image_deletion(subject, x, targets, maps),
+                                 checks.image_deletion(subject, x, targets, maps, "random"))
+            images = {f"row{data.row(int(i))}_{name}.png": render.overlay(x[k], maps[k]) for k, i in enumerate(test)}
+            fields: list[dict[str, dict[str, Any]]] = [{"images": {name: f"row{data.row(int(i))}_{name}.png"}}
+                                                       for i in test]
+        else:
+            texts = [(data.texts or [])[int(i)] for i in test]
+            scores = METHODS[name].texts(subject, texts, targets)
+            seconds = time.perf_counter() - started
+            settings = {"baseline": integrated.BASELINE} if name == "integrated-gradients" else {}
+            tick()
+            faithful = _deletion(checks.text_deletion(subject, texts, targets, scores),
+                                 checks.text_deletion(subject, texts, targets, scores, "random"))
+            images = {}
+            fields = [{"scores": {name: [round(float(v), 6) for v in s]}} for s in scores]
+        settings["seconds_per_input"] = round(seconds / len(test), 4)
+        return {"methods": {name: settings}, "faithfulness": {name: faithful}, "images": images,
+                "example_fields": fields}
+
+    def suspects(self, trace: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
+        """`suspect_labels` by self-influence summed over `trace`."""
+        data, classes = self.data, self.classes
+        scores = tracin.self_influence(trace, data.x, data.y, tick)
+        final = self.subject.probabilities(data.x).argmax(axis=1)
+        limit = min(len(data.y), max(SUSPECTS_FLOOR, round(SUSPECTS_FRACTION * len(data.y))))
+        rows = np.array([data.row(i) for i in range(len(data.y))], np.int64)
+        return {"suspect_labels": [
+            {"row": s.row, "given": classes[s.given], "suggested": classes[s.suggested], "score": s.score}
+            for s in tracin.suspect_labels(scores, data.y, final, rows, limit)],
+            "suspect_checkpoints": len(trace)}
+
+    def influence(self, trace: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
+        """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted
+        label), traced over `trace`."""
+        data, classes = self.data, self.classes
+        picked = self.picked[:INFLUENCE_EXAMPLES]
+        out: list[dict[str, Any]] = []
+        if len(picked) and len(data.train):
+            test = data.test[picked]
+            scores = tracin.influence(trace, data.x[test], self.predicted[picked], data.x[data.train],
+                                      data.y[data.train], tick)
+            for k, i in enumerate(test):
+                order = np.argsort(-scores[k], kind="stable")
+
+                def listed(indices: np.ndarray, k: int = k) -> list[dict[str, Any]]:
+                    return [{"row": data.row(int(data.train[j])), "label": classes[int(data.y[data.train[j]])],
+                             "score": float(scores[k, j])} for j in indices]
+
+                out.append({"row": data.row(int(i)), "predicted": classes[int(self.predicted[picked[k]])],
+                            "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
+        return {"influence": {**self.parts["influence"], "checkpoints": len(trace), "examples": out}}
 
 
 def _deletion(ordered: np.ndarray, random: np.ndarray) -> dict[str, float]:
     return {"deletion_auc": float(ordered.mean()), "random_deletion_auc": float(random.mean())}
-
-
-def _influence(trace: Sequence[Subject], data: ReportData, picked: np.ndarray, predicted: np.ndarray,
-               tick: Callable[[], None]) -> list[dict[str, Any]]:
-    """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted
-    label)."""
-    if not len(picked) or not len(data.train):
-        return []
-    classes = list(data.classes)
-    test = data.test[picked]
-    scores = tracin.influence(trace, data.x[test], predicted[picked], data.x[data.train], data.y[data.train], tick)
-    out = []
-    for k, i in enumerate(test):
-        order = np.argsort(-scores[k], kind="stable")
-
-        def listed(indices: np.ndarray, k: int = k) -> list[dict[str, Any]]:
-            return [{"row": data.row(int(data.train[j])), "label": classes[int(data.y[data.train[j]])],
-                     "score": float(scores[k, j])} for j in indices]
-
-        out.append({"row": data.row(int(i)), "predicted": classes[int(predicted[picked[k]])],
-                    "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
-    return out
