@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
 from store.models import Job, JobEvent, Report, ReportImage, TrainedModel
-from store.reports import find_report, report_files
+from store.reports import find_report, report_files, save_report
 from synthesis.deliver import Delivered
 from synthesis.engine import Synthesis, Task
 from synthesis.explain import Report as ExplainReport
@@ -84,8 +84,7 @@ def test_a_failure_while_saving_leaves_neither_models_nor_reports(
             raise RuntimeError("the database went away")
         save_report(*args)  # type: ignore[arg-type]
 
-    save_report = results.save_report
-    monkeypatch.setattr(results, "save_report", second_fails)
+    monkeypatch.setattr("workers.results.save_report", second_fails)
     with pytest.raises(RuntimeError), session_scope(factory) as s:
         results.save(s, job.id, _synthesis(_report("dense"), _report("compressed")), PREPARED)
     assert len(calls) == 2
