@@ -7,7 +7,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from core.data import Dataset
+from core.model import build
+from core.spec import Spec
+from core.train_config import TrainConfig
+from core.training import train
+from store.ingest.text import Layout
+from synthesis.space.blocks import Net
 
 SIZE, OBJECT = 32, 5
 _PLUS = np.zeros((OBJECT, OBJECT), bool)
@@ -69,3 +79,33 @@ def keyword_texts(n: int, seed: int) -> tuple[list[str], np.ndarray, np.ndarray]
         texts.append(" ".join(words))
         where[i] = at
     return texts, labels.astype(np.int32), where
+
+
+def object_cnn(classes: int = len(SHAPES), size: int = SIZE, channels: int = 1) -> Spec:
+    """A small CNN (3x3 convolutions with batch norm, one max-pooling, global average pooling) for raw pixels."""
+    net = Net()
+    h = net.conv("input", "c1", 16, 3, norm=True)
+    h = net.add("p1", "max_pool2d", h, pool_size=[2, 2])
+    h = net.conv(h, "c2", 32, 3, norm=True)
+    h = net.conv(h, "c3", 32, 3, norm=True)
+    net.head(net.global_pools(h, "avg")[0], 0, 0.0, classes)
+    return net.spec("cnn", {"shape": [size, size, channels], "dtype": "float32", "modality": "image",
+                            "scale": 1 / 64, "offset": -1.0}, classes)
+
+
+def bag_model(layout: Layout, length: int, classes: int) -> Spec:
+    """A bag of hashed n-gram embeddings (the text space's 'hashed-ngrams' family, without its hidden layer) over
+    rows of `length` ids."""
+    net = Net()
+    bag = net.add("bag", "embedding_bag", "input", vocab_size=layout["bag_vocab"], start=layout["bag_start"],
+                  dim=32, norm="sqrt")
+    net.head(bag, 0, 0.0, classes)
+    return net.spec("bag", {"shape": [length], "dtype": "int32", "modality": "text"}, classes)
+
+
+def trained(spec: Spec, x: np.ndarray, y: np.ndarray, epochs: int, learning_rate: float = 3e-3) -> dict[str, Any]:
+    """`spec`'s weights after `epochs` on (x, y), validated on its last sixth (no augmentation)."""
+    cut = len(y) * 5 // 6
+    data = Dataset(x[:cut], y[:cut], x[cut:], y[cut:])
+    config = TrainConfig(epochs=epochs, learning_rate=learning_rate, max_shift=0, patience=None)
+    return train(build(spec), data, config).variables
