@@ -53,15 +53,17 @@ def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepare
     """Load a validated dataset file; images are brought to one size by the resize policy (store.ingest.resize),
     which the preprocessing records for prediction; exact duplicates are grouped, texts get a vocabulary learned
     from the training split only (the split synthesis makes from the same labels, groups and seed). The task
-    carries what reports are worded in: the raw texts and their encoder, each row's position in the upload."""
+    carries what reports are worded in: the class names, the raw texts and their encoder, each row's position in
+    the upload."""
     data = load_file(path, fmt, limits)
     if isinstance(data, ImageData):
         h, w, c = (int(d) for d in data.x.shape[1:])
         groups = duplicate_groups([row.tobytes() for row in data.x])
         rows = archive_rows(path, limits) if fmt == "image_zip" else None
-        task = Task("image", data.x, data.y, len(data.classes), groups=groups, rows=rows)
+        task = Task("image", data.x, data.y, len(data.classes), groups=groups, rows=rows, classes=list(data.classes))
         return Prepared(task, {"kind": "image", "shape": [h, w, c], "resize": CENTRE_CROP}, list(data.classes))
     task, encoder = text_task(data.texts, data.y, len(data.classes), seed)
+    task = replace(task, classes=list(data.classes))
     return Prepared(task, {"kind": "text", "encoder": encoder.to_json()}, list(data.classes))
 
 

@@ -11,7 +11,7 @@ from store.ingest import Limits, inspect_file
 from store.ingest.resize import fit_pixels
 from store.models import Dataset
 from synthesis.split import stratified_split
-from tests.datasets import png_bytes, write_zip
+from tests.datasets import png_bytes, write_text_csv, write_zip
 from workers.data import prepare, prepare_file, text_task
 
 FEW = Limits(min_samples_per_class=2)
@@ -57,11 +57,14 @@ def test_text_task_learns_its_vocabulary_from_the_engines_training_rows_only() -
     assert task.bag_start > 0 and task.bag_vocab == encoder.ngram_buckets + 1
 
 
-def test_a_text_task_carries_its_raw_texts_in_row_order_and_their_encoder() -> None:
+def test_a_text_task_carries_its_classes_raw_texts_in_row_order_and_their_encoder(tmp_path: Path) -> None:
     texts = [f"word{i} common{i % 3}" for i in range(40)]
-    task, encoder = text_task(texts, np.arange(40) % 2, 2, seed=0)
-    assert list(task.texts or []) == texts and task.codec is encoder and task.rows is None
+    path = write_text_csv(tmp_path / "t.csv", texts, ["spam" if i % 2 else "ham" for i in range(40)])
+    prepared = prepare_file(path, "csv", FEW)
+    task = prepared.task
+    assert list(task.texts or []) == texts and task.codec is not None and task.rows is None
     assert np.array_equal(task.codec.encode(texts), task.x)
+    assert list(task.classes or []) == prepared.classes and sorted(prepared.classes) == ["ham", "spam"]
 
 
 def test_images_number_their_rows_by_their_paths_in_the_archive_sorted(tmp_path: Path) -> None:
@@ -71,6 +74,7 @@ def test_images_number_their_rows_by_their_paths_in_the_archive_sorted(tmp_path:
     path = write_zip(tmp_path / "d.zip", [(n, png_bytes(p)) for n, p in zip(names, images, strict=True)])
     prepared = prepare_file(path, "image_zip", FEW)
     assert prepared.task.rows is not None and prepared.task.rows.tolist() == [3, 0, 2, 1]
+    assert list(prepared.task.classes or []) == prepared.classes == ["a", "b"]
     for i, pixels in enumerate(images):  # x keeps the archive's order: rows says where each one was uploaded
         np.testing.assert_array_equal(prepared.task.x[i], pixels)
     ordered = write_zip(tmp_path / "s.zip", [(n, png_bytes(p)) for n, p in sorted(zip(names, images, strict=True),

@@ -1,8 +1,10 @@
-"""End to end through HTTP, a real Celery worker process, PostgreSQL and Redis: upload, train, download, predict."""
+"""End to end through HTTP, a real Celery worker process, PostgreSQL and Redis: upload, train, download, predict,
+read the models' explainability reports."""
 
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import httpx
@@ -45,6 +47,26 @@ def _check_compressed(client: httpx.Client, auth: dict[str, str], model_id: str,
     assert [p["label"] for p in r.json()["predictions"]] == [str(i) for i in np.argmax(proba, axis=1)]
 
 
+def _check_report(client: httpx.Client, auth: dict[str, str], model_id: str, built: bool | None) -> None:
+    """The model's explainability report as its job's `report` event says: whole (JSON, every image, the page, the
+    native download's report/) when it was built, absent otherwise."""
+    r = client.get(f"{V1}/models/{model_id}/report", headers=auth)
+    if not built:
+        assert r.status_code == 404 and r.json()["reason"] == "report-absent", r.text
+        return
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["report"]["classes"] == [str(i) for i in range(10)]
+    assert sorted(body["images"]) == sorted(body["report"]["images"])
+    for url in body["images"].values():
+        assert client.get(url, headers=auth).content.startswith(b"\x89PNG")
+    assert client.get(body["html"], headers=auth).text.startswith("<!doctype html>")
+    native = client.get(f"{V1}/models/{model_id}/download", params={"format": "native"}, headers=auth)
+    with zipfile.ZipFile(io.BytesIO(native.content)) as package:
+        assert json.loads(package.read("report/report.json")) == body["report"]
+        assert {f"report/{name}" for name in body["images"]} <= set(package.namelist())
+
+
 def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, worker_factory: list[WorkerProcess],
                                tmp_path: object) -> None:
     settings = pg_redis_settings
@@ -81,6 +103,10 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         pareto = client.get(f"{V1}/jobs/{job_id}/pareto", headers=keys.alice).json()
         assert any(p["delivered"] for p in pareto)
         _check_compressed(client, keys.alice, small_id, digits)
+        reports = [e["data"]["payload"] for e in events if e["event"] == "report"]
+        built = {report["variant"]: report["built"] for report in reports}
+        for variant, mid in (("dense", model_id), ("compressed", small_id)):
+            _check_report(client, keys.alice, mid, built.get(variant))
 
         model = client.get(f"{V1}/models/{model_id}", headers=keys.alice).json()
         assert model["classes"] == [str(i) for i in range(10)]
@@ -106,7 +132,7 @@ def test_digits_job_end_to_end(pg_redis_settings: Settings, digits: Digits, work
         assert client.get(f"{V1}/jobs", headers=keys.bob).json() == []
         for path in (f"datasets/{dataset['id']}", f"jobs/{job_id}", f"jobs/{job_id}/events", f"models/{model_id}",
                      f"models/{small_id}", f"jobs/{job_id}/candidates", f"jobs/{job_id}/pareto",
-                     f"models/{model_id}/download"):
+                     f"models/{model_id}/download", f"models/{model_id}/report", f"models/{small_id}/report.html"):
             r = client.get(f"{V1}/{path}", headers=keys.bob)
             assert r.status_code == 404, (path, r.text)
         assert client.post(f"{V1}/jobs/{job_id}/cancel", headers=keys.bob).status_code == 404
