@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
+from core.model import build
 from synthesis.explain import METHODS, Subject, checks, integrated, tracin
 from synthesis.explain.subject import output_layers, spatial_layers
+from synthesis.space import image
+from synthesis.space.types import SpaceInfo
 from tests.synthesis.explain_sets import object_cnn, object_images, trained
 
 TEST = 120
@@ -98,3 +102,20 @@ def test_the_rows_whose_label_was_flipped_are_the_suspects() -> None:
     found = {s.row for s in suspects} & set(flipped.tolist())
     assert len(found) >= 0.6 * k
     assert all(s.given == noisy[s.row] for s in suspects)
+
+
+@pytest.mark.parametrize("block", ["plain", "residual", "inverted", "dense"])
+@pytest.mark.parametrize("downsample", ["max_pool", "conv"])
+def test_every_block_family_the_search_can_pick_has_a_grad_cam_layer(block: str, downsample: str) -> None:
+    """Grad-CAM's layer is found from the spec of every image family (two stages, either downsampling), and every
+    gradient method gives one finite map per image at the input's size."""
+    info = SpaceInfo("image", (16, 16, 3), 3, scale=1 / 64, offset=-1.0)
+    genome = image.arch([image.stage(block, 2, 16), image.stage(block, 1, 24)], downsample=downsample)
+    spec = image.to_spec(genome, info, "family")
+    graph_layers = spatial_layers(Subject.of(spec, {"params": {}}).graph)
+    assert len(graph_layers) == 1
+    subject = Subject.of(spec, build(spec).init(jax.random.key(0)))
+    x = np.random.default_rng(0).uniform(0, 255, (2, 16, 16, 3)).astype(np.float32)
+    for name in ("gradcam", "integrated-gradients", "smoothgrad"):
+        maps = METHODS[name].images(subject, x, np.array([0, 2]))
+        assert maps.shape == (2, 16, 16) and np.isfinite(maps).all()
