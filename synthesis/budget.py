@@ -36,11 +36,11 @@ class Schedule:
     network); the explainability reports of the delivered variants take what is left.
     """
 
-    search: float = 0.45
+    search: float = 0.5
     fine: float = 0.15
-    final: float = 0.3
+    final: float = 0.25
     reports: float = 0.05  # evaluation, export, its verification and the latency measurements
-    explain: float = 0.05  # the explainability reports (issue 26: at most a tenth of the budget)
+    explain: float = 0.05  # the explainability reports (at most a tenth of the budget), taken from the final training
 
     def __post_init__(self) -> None:
         shares = (self.search, self.fine, self.final, self.reports, self.explain)
@@ -55,7 +55,7 @@ class Schedule:
         return cls() if search_rows >= train_rows else LARGE_DATA
 
 
-LARGE_DATA = Schedule(search=0.2, fine=0.1, final=0.6, reports=0.05, explain=0.05)
+LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.55, reports=0.05, explain=0.05)
 """The schedule when the search trains on a sample of the training rows (`Schedule.for_rows`)."""
 
 

@@ -40,6 +40,11 @@ def _cli(*args: str | Path | int) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=900)
 
 
+def _explain(package: Path, inputs: Path, method: str, output: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "api.cli", "explain", package, inputs, "--method", method,
+                           "--output", output], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_cli_writes_the_package_and_matches_a_worker(tmp_path: Path, pg_redis_settings: Settings,
                                                      worker_factory: list[WorkerProcess]) -> None:
     data, out = _small_digits(tmp_path), tmp_path / "out"
@@ -67,6 +72,20 @@ def test_cli_writes_the_package_and_matches_a_worker(tmp_path: Path, pg_redis_se
     predicted = subprocess.run([sys.executable, "-m", "api.cli", "predict", small, data, "--output",
                                 tmp_path / "preds.csv"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert predicted.returncode == 0 and "accuracy" in predicted.stdout, predicted.stderr[-3000:]
+    # both packages carry their explainability report, and `netsynth explain` explains with either
+    for package in (out, small):
+        content = json.loads((package / "report" / "report.json").read_text())
+        assert content["omitted"] == [] and content["variant"] == ("dense" if package == out else "compressed")
+        assert all((package / "report" / name).is_file() for name in content["images"])
+        assert "data:image/png;base64," in (package / "report" / "report.html").read_text()
+    few = write_image_zip(tmp_path / "few.zip", x[:3], np.array([0, 1, 2]))
+    for package, method in ((out, "gradcam"), (small, "integrated-gradients")):
+        explained = _explain(package, few, method, tmp_path / f"explained-{method}")
+        assert explained.returncode == 0, explained.stderr[-3000:]
+        lines = [json.loads(line) for line in (tmp_path / f"explained-{method}" / "attributions.jsonl").open()]
+        assert [a["input"] for a in lines] == sorted(a["input"] for a in lines) and len(lines) == 3
+        assert {a["method"] for a in lines} == {method} and all(np.shape(a["map"]) == (8, 8) for a in lines)
+        assert len(list((tmp_path / f"explained-{method}").glob("overlay_*.png"))) == 3
 
     # the same data, epochs and seed through the API and a Celery worker: the same search, the same model
     settings = pg_redis_settings
@@ -176,3 +195,13 @@ def test_cli_synthesizes_texts_with_the_ngram_bag_and_predicts_raw_texts(tmp_pat
     with (tmp_path / "preds.csv").open(encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 40 and np.mean([r["predicted"] == t for r, t in zip(rows, truth, strict=True)]) >= 0.9
+    # explanations are per whitespace word, in input order; Grad-CAM refuses a text model in words
+    explained = _explain(out, held_out, "occlusion", tmp_path / "why")
+    assert explained.returncode == 0, explained.stderr[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "why" / "attributions.jsonl").open()]
+    assert [a["tokens"] for a in lines] == [t.split() for t in unseen]
+    assert all(len(a["scores"]) == len(a["tokens"]) and a["label"] in {"ham", "spam"} for a in lines)
+    assert (tmp_path / "why" / "attributions.html").is_file()
+    refused = _explain(out, held_out, "gradcam", tmp_path / "no")
+    assert refused.returncode == 2 and "does not explain text models" in refused.stderr
+    assert not (tmp_path / "no").exists()
