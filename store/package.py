@@ -33,7 +33,7 @@ WEIGHTS_ROW
 | `preprocessing.json` | How raw inputs become the network's input (image shape, or the text encoder). |
 | `labels.json` | The class names, in the order of the model's outputs. |
 | `metrics.json` | What training measured (e.g. accuracy on held-out data). |
-| `report/` | The explainability report, when the job had time for it: `report.html` (open it in a browser), `report.json` and its images. |
+| `report/` | The explainability report (when the job had time for it): `report.html`, `report.json`, images. |
 
 ## Predicting with the netsynth command line
 

@@ -93,13 +93,13 @@ def explain(subject: Subject, classes: Sequence[str], preprocessing: Mapping[str
         else:
             maps, words = np.zeros((0,)), explainer.texts(subject, list((texts or [])[start:end]), targets)
         for k in range(end - start):
-            common = {"input": names[start + k], "label": classes[int(targets[k])],
-                      "probability": float(proba[k, targets[k]]), "method": method_name}
+            name, label, p = names[start + k], classes[int(targets[k])], float(proba[k, targets[k]])
             if images is not None:
-                out.append(Attribution(**common, map=maps[k]))
+                out.append(Attribution(name, label, p, method_name, map=maps[k]))
             else:
                 text = (texts or [])[start + k]
-                out.append(Attribution(**common, tokens=text.split(), scores=[float(s) for s in words[k]]))
+                out.append(Attribution(name, label, p, method_name, tokens=text.split(),
+                                       scores=[float(s) for s in words[k]]))
     return out
 
 

@@ -88,6 +88,11 @@ def highlighted(tokens: Sequence[str], scores: Sequence[float]) -> str:
     return " ".join(spans)
 
 
+def _settings(settings: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v:.4g}" if isinstance(v, float) else f"{k.replace('_', ' ')} {v}"
+                     for k, v in settings.items())
+
+
 def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
@@ -108,7 +113,16 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     parts.append("<h2>Most confident mistakes</h2><ul>" + "".join(
         f"<li>row {m['row']}: {html.escape(m['given'])} taken for {html.escape(m['predicted'])} "
         f"({m['probability']:.1%})</li>" for m in g["confident_mistakes"]) + "</ul>")
+    if report.get("omitted"):
+        parts.append(f"<p>Left out for lack of time: {html.escape(', '.join(report['omitted']))}.</p>")
     parts.append("<h2>Why it decides</h2>")
+    if report["methods"]:
+        parts.append("<table><tr><th>method</th><th>settings</th><th>deletion AUC (lower: more faithful)</th>"
+                     "<th>random order</th></tr>" + "".join(
+                         f"<tr><td>{html.escape(m)}</td><td>{html.escape(_settings(s))}</td>"
+                         f"<td>{report['faithfulness'][m]['deletion_auc']:.3f}</td>"
+                         f"<td>{report['faithfulness'][m]['random_deletion_auc']:.3f}</td></tr>"
+                         for m, s in report["methods"].items()) + "</table>")
     for example in report["examples"]:
         head = (f"<h3>row {example['row']}: given {html.escape(example['given'])}, predicted "
                 f"{html.escape(example['predicted'])} ({example['probability']:.1%})</h3>")
@@ -119,6 +133,14 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
             body = "".join(f"<p><b>{html.escape(m)}</b>: {highlighted(example['tokens'], s)}</p>"
                            for m, s in example.get("scores", {}).items())
         parts.append(f"<section>{head}{body}</section>")
+    influence = report["influence"]
+    if influence["examples"]:
+        parts.append(f"<h2>Training rows behind sampled predictions</h2><p>{html.escape(influence['method'])}, "
+                     f"{influence['checkpoints']} checkpoint(s).</p><ul>" + "".join(
+                         f"<li>row {e['row']} ({html.escape(e['predicted'])}): helped by "
+                         + ", ".join(f"{h['row']} ({html.escape(h['label'])})" for h in e["helped"])
+                         + "; hurt by " + ", ".join(f"{h['row']} ({html.escape(h['label'])})" for h in e["hurt"])
+                         + "</li>" for e in influence["examples"]) + "</ul>")
     parts.append("<h2>Rows whose label the model resists</h2><table><tr><th>row</th><th>given</th>"
                  "<th>suggested</th><th>self-influence</th></tr>" + "".join(
                      f"<tr><td>{s['row']}</td><td>{html.escape(s['given'])}</td><td>{html.escape(s['suggested'])}"
