@@ -15,7 +15,8 @@ probe, the metrics scrape) never wait: a probe must answer however busy the API 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+import contextlib
+from collections.abc import AsyncIterator, Collection
 
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
@@ -23,6 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.fanout import READERS
 
+PLACE = "netsynth.admission"
+"""The scope key of a request's place: its `(leave, enter)` pair (`outside`)."""
 UNBOUNDED_POOL_LIMIT = 40
 """The limit when the pool does not bound its connections: the thread pool's size."""
 
@@ -64,6 +67,14 @@ class Admission:
                 held = False
                 slots.release()
 
+        async def enter() -> None:
+            nonlocal held
+            if not held:
+                await slots.acquire()
+                held = True
+
+        scope[PLACE] = (leave, enter)
+
         async def send_and_leave(message: Message) -> None:
             if message["type"] == "http.response.start":
                 leave()
@@ -73,3 +84,19 @@ class Admission:
             await self.app(scope, receive, send_and_leave)
         finally:
             leave()
+
+
+@contextlib.asynccontextmanager
+async def outside(scope: Scope) -> AsyncIterator[None]:
+    """Give up the request's place while the block runs (a long wait that needs no database connection, such as
+    receiving an upload's body; the request must hold none), and wait for one again after it."""
+    place = scope.get(PLACE)
+    if place is None:  # not behind Admission (an exempt path, or an app without it)
+        yield
+        return
+    leave, enter = place
+    leave()
+    try:
+        yield
+    finally:
+        await enter()

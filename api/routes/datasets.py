@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from api.admission import outside
 from api.deps import CurrentUser, SessionDep, SettingsDep
 from api.openapi import ProblemRoute, problems
 from api.schemas import storable
@@ -123,7 +124,9 @@ def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, 
 async def upload_dataset(request: Request, response: Response, user: CurrentUser, session: SessionDep,
                          settings: SettingsDep, blobs: BlobsDep) -> DatasetOut:
     """Upload a labelled dataset; it is validated and profiled before it is accepted (422 says why not)."""
-    received = await receive_file(request, blobs.staging_dir(), settings.max_upload_bytes)
+    session.close()  # no connection, and no place among the requests at work, while the body arrives
+    async with outside(request.scope):
+        received = await receive_file(request, blobs.staging_dir(), settings.max_upload_bytes)
     try:
         dataset = await to_thread.run_sync(_accept, session, blobs, settings, user, received)
     finally:

@@ -72,14 +72,19 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     app.state.engine.dispose()
 
 
-@pytest.fixture
-def account(factory: sessionmaker[Session]) -> Account:
+def make_account(factory: sessionmaker[Session], email: str = "ada@example.org") -> Account:
+    """A new user with one API key."""
     with session_scope(factory) as s:
-        user = User(email="ada@example.org", display_name="Ada")
+        user = User(email=email, display_name=email.split("@")[0].title())
         s.add(user)
         s.flush()
         key = create_api_key(s, user).plaintext
     return Account(user=user, key=key)
+
+
+@pytest.fixture
+def account(factory: sessionmaker[Session]) -> Account:
+    return make_account(factory)
 
 
 def assert_problem(response: httpx.Response, status: int) -> dict[str, object]:

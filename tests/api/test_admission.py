@@ -18,6 +18,8 @@ from api.admission import UNBOUNDED_POOL_LIMIT, Admission, admission_limit
 from api.app import create_app
 from api.fanout import READERS
 from store.settings import Settings
+from tests.api.conftest import make_account
+from tests.datasets import digits_arrays, write_image_zip
 
 pytestmark = pytest.mark.anyio
 
@@ -117,3 +119,46 @@ async def test_health_and_metrics_answer_while_every_place_is_taken(settings: Se
     assert health.status_code == 200 and health.json()["status"] == "ok"
     assert metrics.status_code == 200 and "netsynth_jobs" in metrics.text
     assert inside == ["a", "b"]
+
+
+async def test_an_upload_waiting_for_its_body_holds_no_place_and_no_connection(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With one place, an upload whose body is slow to arrive lets other requests in, and holds no pooled
+    connection meanwhile; once its body has come it is accepted (201)."""
+    monkeypatch.setattr("api.app.admission_limit", lambda _engine: 1)
+    app = create_app(settings)
+    account = make_account(app.state.session_factory)
+    x, y = digits_arrays()
+    data = write_image_zip(tmp_path / "d.zip", x[:200], y[:200]).read_bytes()
+    boundary = "netsynthboundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"d.zip\"\r\n"
+            f"Content-Type: application/zip\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    more, started = anyio.Event(), anyio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield head + data[:1000]
+        started.set()
+        await more.wait()
+        yield data[1000:] + tail
+
+    transport = httpx.ASGITransport(app=app)
+    headers = {**account.auth, "Content-Type": f"multipart/form-data; boundary={boundary}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                answers: list[httpx.Response] = []
+
+                async def upload() -> None:
+                    answers.append(await client.post("/api/v1/datasets", content=body(), headers=headers))
+
+                tg.start_soon(upload)
+                await started.wait()
+                await anyio.sleep(0.2)  # the route is reading the body now
+                assert app.state.engine.pool.checkedout() == 0
+                with anyio.fail_after(10):
+                    listed = await client.get("/api/v1/datasets", headers=account.auth)
+                assert listed.status_code == 200 and listed.json() == []
+                more.set()
+    app.state.engine.dispose()
+    assert answers[0].status_code == 201, answers[0].text
