@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,21 +63,46 @@ class _Npz:
             return _read_header(member, key)
 
     def read(self, key: str, check: Callable[[Header], None]) -> np.ndarray:
+        """The whole array, its header checked first."""
         with self.archive.open(self.members[key]) as member:
-            header = _read_header(member, key)
-            check(header)
-            shape, fortran, dtype = header
-            count = math.prod(shape)
-            if count * dtype.itemsize != member.remaining:
-                raise _malformed(f"array {key!r} declares more data than the archive holds"
-                                 if count * dtype.itemsize > member.remaining else
-                                 f"array {key!r} holds more data than its shape")
-            flat = np.empty(count, dtype=dtype)
-            raw = flat.view(np.uint8)
-            for start in range(0, raw.shape[0], _CHUNK):  # the member reader refuses a short member
-                size = min(_CHUNK, raw.shape[0] - start)
-                raw[start : start + size] = np.frombuffer(member.read(size), dtype=np.uint8)
+            shape, fortran, dtype = _checked_header(member, key, check)
+            flat = _read_bytes(member, math.prod(shape), dtype)
         return flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
+
+    def batches(self, key: str, check: Callable[[Header], None], rows: int) -> Iterator[np.ndarray]:
+        """The array `rows` first-axis rows at a time (a Fortran-ordered one whole), its header checked first."""
+        with self.archive.open(self.members[key]) as member:
+            shape, fortran, dtype = _checked_header(member, key, check)
+            if fortran:
+                flat = _read_bytes(member, math.prod(shape), dtype)
+                yield flat.reshape(shape[::-1]).T
+                return
+            per_row = math.prod(shape[1:])
+            for start in range(0, shape[0], rows):
+                n = min(rows, shape[0] - start)
+                yield _read_bytes(member, n * per_row, dtype).reshape((n, *shape[1:]))
+
+
+def _checked_header(member: MemberReader, key: str, check: Callable[[Header], None]) -> Header:
+    """The member's header, checked by `check` and against the bytes the member holds."""
+    header = _read_header(member, key)
+    check(header)
+    shape, _, dtype = header
+    size = math.prod(shape) * dtype.itemsize
+    if size != member.remaining:
+        raise _malformed(f"array {key!r} declares more data than the archive holds" if size > member.remaining
+                         else f"array {key!r} holds more data than its shape")
+    return header
+
+
+def _read_bytes(member: MemberReader, count: int, dtype: np.dtype) -> np.ndarray:
+    """The member's next `count` values (the member reader refuses a short member)."""
+    flat = np.empty(count, dtype=dtype)
+    raw = flat.view(np.uint8)
+    for start in range(0, raw.shape[0], _CHUNK):
+        size = min(_CHUNK, raw.shape[0] - start)
+        raw[start : start + size] = np.frombuffer(member.read(size), dtype=np.uint8)
+    return flat
 
 
 def _check_x(key: str, limits: Limits) -> Callable[[Header], None]:
@@ -116,6 +142,12 @@ def _test_samples(npz: _Npz, x_shape: tuple[int, ...]) -> int | None:
     return shape[0]
 
 
+def _pixels(x: np.ndarray, key: str) -> np.ndarray:
+    """Images as kept: finite float32 (NaN and infinities refused) or uint8, with a channel axis."""
+    x = _finite_float32(x, key) if x.dtype.kind == "f" else x.astype(np.uint8, copy=False)
+    return x if x.ndim == 4 else x[..., np.newaxis]
+
+
 def _finite_float32(x: np.ndarray, key: str) -> np.ndarray:
     out = np.empty(x.shape, dtype=np.float32)
     for start in range(0, x.shape[0], 1024):
@@ -136,6 +168,14 @@ def label_names(labels: np.ndarray) -> list[str]:
     return [names[i] for i in inverse.tolist()]
 
 
+def _keys(npz: _Npz, pairs: tuple[tuple[str, str], ...], labelled: bool, wanted: str) -> tuple[str, str]:
+    keys = next(((x, y) for x, y in pairs if x in npz.members and (y in npz.members or not labelled)), None)
+    if keys is None:
+        found = ", ".join(sorted(npz.members)) or "none"
+        raise _malformed(f"the npz needs {wanted}; found: {found}")
+    return keys
+
+
 def _read(
     path: Path, limits: Limits, pairs: tuple[tuple[str, str], ...], labelled: bool, wanted: str,
 ) -> tuple[np.ndarray, np.ndarray | None, int | None]:
@@ -143,16 +183,28 @@ def _read(
     and absent) and the size of an x_test split; the npz is refused as not holding `wanted` without them."""
     with SafeZip(path, limits) as archive:
         npz = _Npz(archive)
-        keys = next(((x, y) for x, y in pairs if x in npz.members and (y in npz.members or not labelled)), None)
-        if keys is None:
-            found = ", ".join(sorted(npz.members)) or "none"
-            raise _malformed(f"the npz needs {wanted}; found: {found}")
-        x_key, y_key = keys
+        x_key, y_key = _keys(npz, pairs, labelled, wanted)
         x = npz.read(x_key, _check_x(x_key, limits))
         labels = npz.read(y_key, _check_y(y_key, x.shape[0])) if y_key in npz.members else None
         test = _test_samples(npz, x.shape) if x_key == "x_train" else None
-    x = _finite_float32(x, x_key) if x.dtype.kind == "f" else x.astype(np.uint8, copy=False)
-    return x if x.ndim == 4 else x[..., np.newaxis], labels, test
+    return _pixels(x, x_key), labels, test
+
+
+@contextlib.contextmanager
+def npz_batches(path: Path, limits: Limits, rows: int = 1024) -> Iterator[tuple[NpzImages, Iterator[np.ndarray]]]:
+    """Images and labels as `read_npz` checks them, with the images streamed: an NpzImages whose `x` is empty
+    (zero rows, the images' shape otherwise) and the images `rows` at a time, so that inspecting an upload never
+    holds all of it in memory."""
+    with SafeZip(path, limits) as archive:
+        npz = _Npz(archive)
+        x_key, y_key = _keys(npz, _KEY_PAIRS, True, "arrays 'x' and 'y' (or 'x_train' and 'y_train')")
+        shape, _, dtype = npz.header(x_key)
+        _check_x(x_key, limits)((shape, False, dtype))
+        labels = npz.read(y_key, _check_y(y_key, shape[0]))
+        test = _test_samples(npz, shape) if x_key == "x_train" else None
+        empty = _pixels(np.zeros((0, *shape[1:]), dtype), x_key)
+        yield NpzImages(empty, labels, test), (_pixels(b, x_key) for b in npz.batches(x_key, _check_x(x_key, limits),
+                                                                                     rows))
 
 
 def read_npz(path: Path, limits: Limits) -> NpzImages:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from store.errors import DatasetRejected
 from store.ingest.archive import SafeZip
-from store.ingest.arrays import label_names, read_npz
+from store.ingest.arrays import label_names, npz_batches, read_npz
 from store.ingest.detect import TEXT_FORMATS, detect_format
 from store.ingest.fold import ImageFold, TextFold
 from store.ingest.imagezip import zip_images, zip_sizes
@@ -24,12 +24,21 @@ def _fold(path: Path, fmt: str, limits: Limits, keep: bool) -> tuple[ImageFold |
         for text, label in text_rows(path, fmt, limits):
             texts.add(text, label)
         return texts, None
-    if fmt == "npz":
+    if fmt == "npz" and keep:  # loading: one array, not batches copied into one
         npz = read_npz(path, limits)
         plan = plan_resize(Counter({npz.x.shape[1:3]: npz.x.shape[0]}), limits.resize)
         images = ImageFold(keep, plan)
         x = npz.x if plan.target is None else fit_pixels(npz.x, plan.target)
         images.add(label_names(npz.labels), x, x.shape[1:3] != npz.x.shape[1:3])
+        return images, npz.test_samples
+    if fmt == "npz":  # inspecting: batch by batch, so an upload's validation never holds it whole
+        with npz_batches(path, limits) as (npz, batches):
+            plan = plan_resize(Counter({npz.x.shape[1:3]: len(npz.labels)}), limits.resize)
+            images, names, at = ImageFold(keep, plan), label_names(npz.labels), 0
+            for batch in batches:
+                x = batch if plan.target is None else fit_pixels(batch, plan.target)
+                images.add(names[at:at + len(x)], x, x.shape[1:3] != batch.shape[1:3])
+                at += len(x)
         return images, npz.test_samples
     if fmt == "image_zip":
         if keep and limits.resize is not None:  # loading at a known size: no need to read the headers first
