@@ -14,7 +14,8 @@ deciding keyword scores highest), each on a small network trained for it.
 Default budgets: digits 120 s, SMS Spam 300 s, MNIST 600 s (``--scale`` multiplies them). Run with XLA's CPU flags
 (``workers.app.use_cpu_xla_flags``). Writes ``bench/results/xai.json`` and prints a table.
 
-Usage: ``python bench/xai.py [--datasets digits,sms,mnist] [--scale 1] [--seed 0] [--data DIR] [--out FILE]``.
+Usage: ``python bench/xai.py [--datasets digits,sms,mnist] [--scale 1] [--seed 0] [--data DIR] [--out FILE]
+[--reports DIR]`` (``--reports``: write each variant's report files there).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def flip_labels(y: np.ndarray, classes: int, seed: int) -> tuple[np.ndarray, np.
     return noisy, rows
 
 
-def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, Any]:
+def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: Path | None = None) -> dict[str, Any]:
     """Synthesize on the dataset's training part with flipped labels; the figures of each variant's report."""
     from synthesis.budget import Budget
     from synthesis.engine import Options, Task, synthesize
@@ -99,6 +100,10 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[s
             row["variants"][variant] = {"report": False, "reason": built.get("reason")}
             continue
         c = model.report.content
+        if reports is not None:
+            for file, data in model.report.files().items():
+                (reports / name / variant).mkdir(parents=True, exist_ok=True)
+                (reports / name / variant / file).write_bytes(data)
         top = {s["row"] for s in c["suspect_labels"][: 2 * len(flipped)]}
         recall = len(top & set(flipped.tolist())) / len(flipped) if len(flipped) else None
         row["variants"][variant] = {
@@ -180,12 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--reports", type=Path, default=None, help="a folder to write each variant's report files into")
     args = p.parse_args(argv)
     from workers.app import use_cpu_xla_flags
 
     use_cpu_xla_flags()
     synthetic = synthetic_checks(args.seed)
-    rows = [run_dataset(name, BUDGETS[name] * args.scale, args.seed, args.data) for name in args.datasets.split(",")]
+    rows = [run_dataset(name, BUDGETS[name] * args.scale, args.seed, args.data, args.reports)
+            for name in args.datasets.split(",")]
     print(table(rows, synthetic))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -84,7 +84,8 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
     subject's own weights always count).
 
     Its parts are built in order of worth — global figures, suspect labels at the final weights, each method's
-    attributions, influence, then suspect labels over every checkpoint — and a part is kept only when it is whole:
+    attributions, then influence and suspect labels over every checkpoint (one pass) — and a part is kept only when
+    it is whole:
     when `check` raises OutOfReportTime, that part and the ones after it are listed in `omitted`. Without the
     global figures there is no report (OutOfReportTime propagates); any other exception from `check` propagates.
     """
@@ -95,10 +96,8 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
         ("global", report.global_part), ("suspect_labels", lambda: report.suspects([subject], tick))]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
-    trace = [subject.with_variables(v) for v in checkpoints] + [subject]
-    parts.append(("influence", lambda: report.influence(trace, tick)))
-    if len(trace) > 1:
-        parts.append(("suspect_labels:checkpoints", lambda: report.suspects(trace, tick)))
+    steps = [subject.with_variables(v) for v in checkpoints] + [subject]
+    parts.append(("influence", lambda: report.influence(steps, tick)))
     omitted: list[str] = []
     for name, part in parts:
         if omitted:
@@ -214,38 +213,40 @@ class _Builder:
         return {"methods": {name: settings}, "faithfulness": {name: faithful}, "images": images,
                 "example_fields": fields}
 
-    def suspects(self, trace: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
-        """`suspect_labels` by self-influence summed over `trace`."""
+    def _suspects(self, scores: np.ndarray, checkpoints: int) -> dict[str, Any]:
         data, classes = self.data, self.classes
-        scores = tracin.self_influence(trace, data.x, data.y, tick)
         final = self.subject.probabilities(data.x).argmax(axis=1)
         limit = min(len(data.y), max(SUSPECTS_FLOOR, round(SUSPECTS_FRACTION * len(data.y))))
         rows = np.array([data.row(i) for i in range(len(data.y))], np.int64)
         return {"suspect_labels": [
             {"row": s.row, "given": classes[s.given], "suggested": classes[s.suggested], "score": s.score}
             for s in tracin.suspect_labels(scores, data.y, final, rows, limit)],
-            "suspect_checkpoints": len(trace)}
+            "suspect_checkpoints": checkpoints}
 
-    def influence(self, trace: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
+    def suspects(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
+        """`suspect_labels` by self-influence summed over `steps`."""
+        return self._suspects(tracin.self_influence(steps, self.data.x, self.data.y, tick), len(steps))
+
+    def influence(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
         """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted
-        label), traced over `trace`."""
+        label), and `suspect_labels` again, both traced over `steps` in one pass."""
         data, classes = self.data, self.classes
         picked = self.picked[:INFLUENCE_EXAMPLES]
+        test = data.test[picked]
+        scores, influence = tracin.trace(steps, data.x, data.y, data.x[test], self.predicted[picked], tick)
+        influence = influence[:, data.train]
         out: list[dict[str, Any]] = []
-        if len(picked) and len(data.train):
-            test = data.test[picked]
-            scores = tracin.influence(trace, data.x[test], self.predicted[picked], data.x[data.train],
-                                      data.y[data.train], tick)
-            for k, i in enumerate(test):
-                order = np.argsort(-scores[k], kind="stable")
+        for k, i in enumerate(test if len(data.train) else []):
+            order = np.argsort(-influence[k], kind="stable")
 
-                def listed(indices: np.ndarray, k: int = k) -> list[dict[str, Any]]:
-                    return [{"row": data.row(int(data.train[j])), "label": classes[int(data.y[data.train[j]])],
-                             "score": float(scores[k, j])} for j in indices]
+            def listed(indices: np.ndarray, k: int = k) -> list[dict[str, Any]]:
+                return [{"row": data.row(int(data.train[j])), "label": classes[int(data.y[data.train[j]])],
+                         "score": float(influence[k, j])} for j in indices]
 
-                out.append({"row": data.row(int(i)), "predicted": classes[int(self.predicted[picked[k]])],
-                            "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
-        return {"influence": {**self.parts["influence"], "checkpoints": len(trace), "examples": out}}
+            out.append({"row": data.row(int(i)), "predicted": classes[int(self.predicted[picked[k]])],
+                        "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
+        return {"influence": {**self.parts["influence"], "checkpoints": len(steps), "examples": out},
+                **self._suspects(scores, len(steps))}
 
 
 def _deletion(ordered: np.ndarray, random: np.ndarray) -> dict[str, float]:

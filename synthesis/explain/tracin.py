@@ -57,28 +57,27 @@ def gradients(subject: Subject, x: np.ndarray, y: np.ndarray, check: Callable[[]
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
-def self_influence(checkpoints: Sequence[Subject], x: np.ndarray, y: np.ndarray,
-                   check: Callable[[], None] | None = None) -> np.ndarray:
-    """Each row's self-influence ``[N]``: its gradient's squared norm summed over the checkpoints."""
-    total = np.zeros(len(x), np.float64)
+def trace(checkpoints: Sequence[Subject], x: np.ndarray, y: np.ndarray, x_test: np.ndarray | None = None,
+          y_test: np.ndarray | None = None, check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """In one pass over the rows per checkpoint: each row's self-influence ``[N]`` (its gradient's squared norm
+    summed over the checkpoints) and the influence ``[T, N]`` of each row on each test input's loss at its given
+    (or predicted) label (positive: the row helped, a proponent; negative: it hurt, an opponent)."""
+    rows = len(x_test) if x_test is not None else 0
+    scores, influence = np.zeros(len(x), np.float64), np.zeros((rows, len(x)), np.float64)
     for subject in checkpoints:
+        g_test = gradients(subject, x_test, y_test) if x_test is not None and y_test is not None and rows else None
         for start in range(0, len(x), CHUNK * 8):
             g = gradients(subject, x[start:start + CHUNK * 8], y[start:start + CHUNK * 8], check)
-            total[start:start + len(g)] += np.einsum("np,np->n", g, g)
-    return total.astype(np.float32)
+            scores[start:start + len(g)] += np.einsum("np,np->n", g, g)
+            if g_test is not None:
+                influence[:, start:start + len(g)] += g_test @ g.T
+    return scores.astype(np.float32), influence.astype(np.float32)
 
 
-def influence(checkpoints: Sequence[Subject], x_test: np.ndarray, y_test: np.ndarray, x_train: np.ndarray,
-              y_train: np.ndarray, check: Callable[[], None] | None = None) -> np.ndarray:
-    """``[T, N]``: the influence of each training row on each test input's loss at its given (or predicted) label;
-    positive: the row helped (a proponent), negative: it hurt (an opponent)."""
-    total = np.zeros((len(x_test), len(x_train)), np.float64)
-    for subject in checkpoints:
-        g_test = gradients(subject, x_test, y_test)
-        for start in range(0, len(x_train), CHUNK * 8):
-            g = gradients(subject, x_train[start:start + CHUNK * 8], y_train[start:start + CHUNK * 8], check)
-            total[:, start:start + len(g)] += g_test @ g.T
-    return total.astype(np.float32)
+def self_influence(checkpoints: Sequence[Subject], x: np.ndarray, y: np.ndarray,
+                   check: Callable[[], None] | None = None) -> np.ndarray:
+    """Each row's self-influence ``[N]`` (:func:`trace` without test inputs)."""
+    return trace(checkpoints, x, y, check=check)[0]
 
 
 @dataclass(frozen=True)
