@@ -106,6 +106,10 @@ class Budget:
             return float("inf")
         return max(self.seconds * until - self.elapsed(), 0.0)
 
+    def too_short_for(self, seconds: float) -> bool:
+        """Whether a time budget has less than `seconds` left (never for an epoch budget)."""
+        return self.seconds is not None and self.left(1.0) < seconds
+
     def epochs_left(self, until: float) -> int:
         """Epochs left before `until` (a fraction of the budget); a large number for a time budget."""
         if self.epochs is None:

@@ -176,7 +176,7 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     model = deliver(spec, delivered, x[split.test], task.y[split.test], probe)
     model.metrics.update({"val_accuracy": winner.accuracy, "candidate": winner.candidate.id,
                           "trials": len(trials), "search_stop": search.stop_reason})
-    warning = chance_level_warning(_validation(spec, variables, data)["accuracy"], data.y_val)
+    warning = select.chance_level_warning(_validation(spec, variables, data)["accuracy"], data.y_val)
     if warning is not None:
         model.metrics["warning"] = warning
         reporter.event("warning", {"message": warning})
@@ -194,18 +194,6 @@ def synthesize(task: Task, budget: Budget, options: Options | None = None,
     front = delivered_front(trials, winner, model, compressed)
     return Synthesis(model=model, log=[t.to_dict() for t in trials], pareto=front, stop_reason=search.stop_reason,
                      split=sizes, seconds=budget.elapsed(), compressed=compressed)
-
-
-def chance_level_warning(val_accuracy: float, y_val: np.ndarray) -> str | None:
-    """What to tell the user when the delivered network validates no better than always answering the
-    commonest class (the budget ran out before any candidate learned); None when it does better."""
-    if len(y_val) == 0:
-        return None
-    chance = float(np.bincount(y_val).max() / len(y_val))
-    if val_accuracy > chance:
-        return None
-    return (f"the budget ran out before any network learned more than the commonest class: validation accuracy "
-            f"{val_accuracy:.1%}, the commonest class alone {chance:.1%}; give the job a larger budget")
 
 
 def _ranked(search: Search) -> list[Trial]:
@@ -265,6 +253,11 @@ def _final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
         config = replace(winner.candidate.hparams.to_train_config(
             epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit), flip=flip)
         searched = winner.result.variables if winner.result is not None else None
+        if winner.result is not None and searched is not None and budget.too_short_for(winner.result.first_epoch_s):
+            reporter.event("final", {"candidate": winner.candidate.id, "status": "skipped", "from_search": True,
+                                     "reason": f"{budget.left(1.0):.1f} s left; its first epoch took "
+                                               f"{winner.result.first_epoch_s:.1f} s"})
+            return winner, searched  # a final training could only overrun the budget (a restart's small remainder)
         start = searched if len(search.data.x_train) == len(data.x_train) else None  # a sample: start afresh
         snaps = Snapshots(epochs)
         final = run_trial(space.to_spec(winner.candidate, info), config, data, lambda _curve: True,

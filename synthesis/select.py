@@ -25,6 +25,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
+
 T = TypeVar("T")
 
 LOSS_MARGIN = 0.01
@@ -100,3 +102,15 @@ def rank(items: Sequence[T], score: Callable[[T], tuple[float, float | None]], r
 
 def _loss(loss: float | None) -> float:
     return math.inf if loss is None else loss
+
+
+def chance_level_warning(val_accuracy: float, y_val: np.ndarray) -> str | None:
+    """What to tell the user when the delivered network validates no better than always answering the
+    commonest class (the budget ran out before any candidate learned); None when it does better."""
+    if len(y_val) == 0:
+        return None
+    chance = float(np.bincount(y_val).max() / len(y_val))
+    if val_accuracy > chance:
+        return None
+    return (f"the budget ran out before any network learned more than the commonest class: validation accuracy "
+            f"{val_accuracy:.1%}, the commonest class alone {chance:.1%}; give the job a larger budget")

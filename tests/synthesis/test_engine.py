@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import jax
@@ -14,7 +15,7 @@ from core.evaluation import predict_proba
 from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
-from synthesis import engine
+from synthesis import engine, select
 from synthesis.budget import LARGE_DATA, Budget
 from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
 from synthesis.pareto import dominates
@@ -169,8 +170,8 @@ def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> 
 
 def test_the_chance_level_warning_compares_with_the_commonest_class() -> None:
     y = np.array([0, 0, 0, 1])
-    assert engine.chance_level_warning(0.75, y) is not None and engine.chance_level_warning(0.5, y) is not None
-    assert engine.chance_level_warning(1.0, y) is None and engine.chance_level_warning(0.0, y[:0]) is None
+    assert select.chance_level_warning(0.75, y) is not None and select.chance_level_warning(0.5, y) is not None
+    assert select.chance_level_warning(1.0, y) is None and select.chance_level_warning(0.0, y[:0]) is None
 
 
 def test_search_data_samples_only_the_training_rows() -> None:
@@ -210,3 +211,23 @@ def test_between_the_final_network_and_a_kept_trial_a_validation_tie_goes_to_the
     trial = Trial(0, candidate)
     assert _validates_better((trial, sure), (trial, unsure), info, data)
     assert not _validates_better((trial, unsure), (trial, sure), info, data)
+
+
+def test_with_no_time_left_for_an_epoch_the_search_weights_ship_without_a_final_training(digits_task: Task) -> None:
+    """A restarted job's small remainder: when the search ends with less of the budget left than the winner's first
+    epoch took, the final training (which could only overrun the budget) is skipped and the search's weights ship."""
+    offset = [0.0]
+    budget = Budget(seconds=15, clock=lambda: time.monotonic() + offset[0])
+
+    class Late(Events):
+        def stage(self, name: str) -> None:
+            if name == "final_training":  # the search ends with half a second of the budget left
+                offset[0] += budget.left(1.0) - 0.5
+
+    events = Late()
+    result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
+    (final,) = events.of("final")
+    assert final["status"] == "skipped" and final["from_search"] and "first epoch took" in final["reason"]
+    best = max((e for e in result.log if e["curve"]), key=lambda e: e["accuracy"])
+    assert result.model.metrics["candidate"] == best["id"]
+    assert not Budget(epochs=3).too_short_for(1e9) and Budget(seconds=10).too_short_for(11.0)
