@@ -83,19 +83,19 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
     """The report of `subject` on `data`; `checkpoints` are earlier weights of the final training (TracIn; the
     subject's own weights always count).
 
-    Its parts are built in order of worth — global figures, suspect labels at the final weights, each method's
-    attributions, then influence and suspect labels over every checkpoint (one pass) — and a part is kept only when
-    it is whole:
+    Its parts are built in order of worth for their cost — global figures, each method's attributions of a few
+    examples, suspect labels at the final weights (a pass over every row), then influence and suspect labels over
+    every checkpoint (a pass per checkpoint) — and a part is kept only when it is whole:
     when `check` raises OutOfReportTime, that part and the ones after it are listed in `omitted`. Without the
     global figures there is no report (OutOfReportTime propagates); any other exception from `check` propagates.
     """
     tick = check or (lambda: None)
     started = time.perf_counter()
     report = _Builder(subject, data, variant)
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("global", report.global_part), ("suspect_labels", lambda: report.suspects([subject], tick))]
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", report.global_part)]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
+    parts.append(("suspect_labels", lambda: report.suspects([subject], tick)))
     steps = [subject.with_variables(v) for v in checkpoints] + [subject]
     parts.append(("influence", lambda: report.influence(steps, tick)))
     omitted: list[str] = []
@@ -213,9 +213,8 @@ class _Builder:
         return {"methods": {name: settings}, "faithfulness": {name: faithful}, "images": images,
                 "example_fields": fields}
 
-    def _suspects(self, scores: np.ndarray, checkpoints: int) -> dict[str, Any]:
+    def _suspects(self, scores: np.ndarray, final: np.ndarray, checkpoints: int) -> dict[str, Any]:
         data, classes = self.data, self.classes
-        final = self.subject.probabilities(data.x).argmax(axis=1)
         limit = min(len(data.y), max(SUSPECTS_FLOOR, round(SUSPECTS_FRACTION * len(data.y))))
         rows = np.array([data.row(i) for i in range(len(data.y))], np.int64)
         return {"suspect_labels": [
@@ -225,7 +224,8 @@ class _Builder:
 
     def suspects(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
         """`suspect_labels` by self-influence summed over `steps`."""
-        return self._suspects(tracin.self_influence(steps, self.data.x, self.data.y, tick), len(steps))
+        scores, _, predicted = tracin.trace(steps, self.data.x, self.data.y, check=tick)
+        return self._suspects(scores, predicted, len(steps))
 
     def influence(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
         """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted
@@ -233,7 +233,7 @@ class _Builder:
         data, classes = self.data, self.classes
         picked = self.picked[:INFLUENCE_EXAMPLES]
         test = data.test[picked]
-        scores, influence = tracin.trace(steps, data.x, data.y, data.x[test], self.predicted[picked], tick)
+        scores, influence, predicted = tracin.trace(steps, data.x, data.y, data.x[test], self.predicted[picked], tick)
         influence = influence[:, data.train]
         out: list[dict[str, Any]] = []
         for k, i in enumerate(test if len(data.train) else []):
@@ -246,7 +246,7 @@ class _Builder:
             out.append({"row": data.row(int(i)), "predicted": classes[int(self.predicted[picked[k]])],
                         "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
         return {"influence": {**self.parts["influence"], "checkpoints": len(steps), "examples": out},
-                **self._suspects(scores, len(steps))}
+                **self._suspects(scores, predicted, len(steps))}
 
 
 def _deletion(ordered: np.ndarray, random: np.ndarray) -> dict[str, float]:

@@ -30,48 +30,55 @@ CHUNK = 256
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _per_example(model: Model, layers: tuple[str, ...], variables: dict[str, Any], x: jax.Array, y: jax.Array
-                 ) -> jax.Array:
+                 ) -> tuple[jax.Array, jax.Array]:
     head = {k: variables["params"][k] for k in layers}
 
-    def loss(part: dict[str, Any], xi: jax.Array, yi: jax.Array) -> jax.Array:
+    def loss(part: dict[str, Any], xi: jax.Array, yi: jax.Array) -> tuple[jax.Array, jax.Array]:
         logits = model.apply({**variables, "params": {**variables["params"], **part}}, xi[None])[0]
-        loss: jax.Array = optax.softmax_cross_entropy_with_integer_labels(logits, yi[None])[0]
-        return loss
+        return optax.softmax_cross_entropy_with_integer_labels(logits, yi[None])[0], jnp.argmax(logits[0])
 
-    grads = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0))(head, x, y)
-    flat: jax.Array = jnp.concatenate([g.reshape(len(x), -1) for g in jax.tree.leaves(grads)], axis=1)
-    return flat
+    grads, predicted = jax.vmap(jax.grad(loss, has_aux=True), in_axes=(None, 0, 0))(head, x, y)
+    flat = jnp.concatenate([g.reshape(len(x), -1) for g in jax.tree.leaves(grads)], axis=1)
+    return flat, predicted
 
 
-def gradients(subject: Subject, x: np.ndarray, y: np.ndarray, check: Callable[[], None] | None = None) -> np.ndarray:
-    """Per-example loss gradients of the output layers' parameters ``[N, P]`` (float32), `CHUNK` rows at a time;
-    `check` runs between chunks (it may raise to stop)."""
+def gradients(subject: Subject, x: np.ndarray, y: np.ndarray, check: Callable[[], None] | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Per-example loss gradients of the output layers' parameters ``[N, P]`` (float32) and the predicted classes
+    ``[N]`` (from the same forward pass), `CHUNK` rows at a time; `check` runs between chunks (it may raise)."""
     layers = tuple(output_layers(subject.graph))
-    out = []
+    grads, predicted = [], []
     for start in range(0, len(x), CHUNK):
         if check is not None:
             check()
-        out.append(np.asarray(_per_example(subject.model, layers, subject.variables,
-                                           jnp.asarray(x[start:start + CHUNK]),
-                                           jnp.asarray(y[start:start + CHUNK], jnp.int32))))
-    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+        g, p = _per_example(subject.model, layers, subject.variables, jnp.asarray(x[start:start + CHUNK]),
+                            jnp.asarray(y[start:start + CHUNK], jnp.int32))
+        grads.append(np.asarray(g))
+        predicted.append(np.asarray(p))
+    if not grads:
+        return np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
+    return np.concatenate(grads), np.concatenate(predicted)
 
 
 def trace(checkpoints: Sequence[Subject], x: np.ndarray, y: np.ndarray, x_test: np.ndarray | None = None,
-          y_test: np.ndarray | None = None, check: Callable[[], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+          y_test: np.ndarray | None = None, check: Callable[[], None] | None = None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """In one pass over the rows per checkpoint: each row's self-influence ``[N]`` (its gradient's squared norm
-    summed over the checkpoints) and the influence ``[T, N]`` of each row on each test input's loss at its given
-    (or predicted) label (positive: the row helped, a proponent; negative: it hurt, an opponent)."""
+    summed over the checkpoints), the influence ``[T, N]`` of each row on each test input's loss at its given (or
+    predicted) label (positive: the row helped, a proponent; negative: it hurt, an opponent), and each row's class
+    as the last checkpoint predicts it."""
     rows = len(x_test) if x_test is not None else 0
     scores, influence = np.zeros(len(x), np.float64), np.zeros((rows, len(x)), np.float64)
+    predicted = np.zeros(len(x), np.int64)
     for subject in checkpoints:
-        g_test = gradients(subject, x_test, y_test) if x_test is not None and y_test is not None and rows else None
+        g_test = gradients(subject, x_test, y_test)[0] if x_test is not None and y_test is not None and rows else None
         for start in range(0, len(x), CHUNK * 8):
-            g = gradients(subject, x[start:start + CHUNK * 8], y[start:start + CHUNK * 8], check)
+            g, p = gradients(subject, x[start:start + CHUNK * 8], y[start:start + CHUNK * 8], check)
             scores[start:start + len(g)] += np.einsum("np,np->n", g, g)
+            predicted[start:start + len(g)] = p
             if g_test is not None:
                 influence[:, start:start + len(g)] += g_test @ g.T
-    return scores.astype(np.float32), influence.astype(np.float32)
+    return scores.astype(np.float32), influence.astype(np.float32), predicted
 
 
 def self_influence(checkpoints: Sequence[Subject], x: np.ndarray, y: np.ndarray,
