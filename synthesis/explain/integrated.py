@@ -24,7 +24,7 @@ STEPS, MAX_STEPS = 64, 512
 """The path's first number of points, and the most it doubles to."""
 COMPLETENESS = 0.05
 """The largest completeness error allowed, a fraction of the logit difference between input and baseline."""
-BASELINE = "black image (raw pixels 0); texts: zero embeddings"
+BASELINE, TEXT_BASELINE = "black image (raw pixels 0)", "zero embeddings"
 
 
 def completeness_error(attributions: np.ndarray, difference: np.ndarray) -> np.ndarray:

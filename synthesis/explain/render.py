@@ -28,14 +28,16 @@ def _png(image: Image.Image) -> bytes:
 
 
 def overlay(pixels: np.ndarray, attribution: np.ndarray) -> bytes:
-    """A PNG of the image ``[H, W, C]`` (raw 0-255) under its map ``[H, W]`` (positive part, scaled to its
-    maximum) in matplotlib's 'inferno' colours, half transparent."""
-    gray = np.clip(pixels, 0, 255).astype(np.uint8)
-    base = Image.fromarray(gray[..., 0] if gray.shape[-1] == 1 else gray).convert("RGB")
+    """A PNG of the image ``[H, W, C]`` (raw 0-255) under its map ``[H, W]``: the map's positive part,
+    scaled to its maximum, in matplotlib's 'inferno' colours, as opaque as it is strong (up to 75 %), so the image
+    shows where the map is weak."""
+    image = np.clip(pixels, 0, 255).astype(np.float32)
+    base = np.repeat(image, 3, axis=-1) if image.shape[-1] == 1 else image
     positive = np.maximum(attribution, 0.0)
     scaled = positive / positive.max() if positive.max() > 0 else positive
-    heat = Image.fromarray((colormaps["inferno"](scaled)[..., :3] * 255).astype(np.uint8))
-    blended = Image.blend(base, heat, 0.5)
+    heat = colormaps["inferno"](scaled)[..., :3] * 255
+    alpha = 0.75 * scaled[..., None]
+    blended = Image.fromarray((base * (1 - alpha) + heat * alpha).astype(np.uint8))
     factor = max(1, OVERLAY_SIDE // min(blended.size))
     return _png(blended.resize((blended.width * factor, blended.height * factor), Image.Resampling.NEAREST))
 

@@ -203,7 +203,7 @@ class _Builder:
             texts = [(data.texts or [])[int(i)] for i in test]
             scores = METHODS[name].texts(subject, texts, targets)
             seconds = time.perf_counter() - started
-            settings = {"baseline": integrated.BASELINE} if name == "integrated-gradients" else {}
+            settings = {"baseline": integrated.TEXT_BASELINE} if name == "integrated-gradients" else {}
             tick()
             faithful = _deletion(checks.text_deletion(subject, texts, targets, scores),
                                  checks.text_deletion(subject, texts, targets, scores, "random"))
