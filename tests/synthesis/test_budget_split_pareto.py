@@ -44,8 +44,9 @@ def test_time_budget_accounting_with_an_injected_clock() -> None:
     assert budget.used() == pytest.approx(0.4)
     assert budget.left(budget.search_end()) == pytest.approx(5.0)  # search: 50 % of 50 s
     now[0] += 10
-    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(10.0)
-    assert budget.left(budget.fine_end()) == pytest.approx(17.5)  # fine synthesis: the next 15 %, reports 5 %
+    assert budget.left(budget.search_end()) == 0.0 and budget.left(budget.final_end()) == pytest.approx(7.5)
+    assert budget.left(budget.fine_end()) == pytest.approx(15.0)  # fine synthesis: the next 15 %; delivery and
+    assert not budget.too_short_for(19.9) and budget.too_short_for(20.1)  # the explanations 5 % each
 
 
 def test_epoch_budget_accounting() -> None:
@@ -53,12 +54,13 @@ def test_epoch_budget_accounting() -> None:
     assert budget.reproducible and budget.epochs_left(budget.search_end()) == 10
     budget.spend_epochs(8)
     assert budget.epochs_left(budget.search_end()) == 2 and budget.used() == 0.4
-    assert budget.epochs_left(budget.final_end()) == 8 and budget.epochs_left(budget.fine_end()) == 11
+    assert budget.epochs_left(budget.final_end()) == 7 and budget.epochs_left(budget.fine_end()) == 10
 
 
-def test_the_stages_end_in_order_and_leave_the_reports_their_share() -> None:
+def test_the_stages_end_in_order_and_leave_delivery_and_the_reports_their_shares() -> None:
     budget = Budget(epochs=100)
-    assert budget.search_end() < budget.final_end() < budget.fine_end() == pytest.approx(0.95)
+    assert budget.search_end() < budget.final_end() < budget.fine_end() == pytest.approx(0.9)
+    assert budget.shares.reports == budget.shares.explain == 0.05
 
 
 def test_an_unscheduled_budget_gets_the_default_until_the_engine_chooses() -> None:

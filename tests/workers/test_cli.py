@@ -145,7 +145,8 @@ def test_a_full_disk_is_a_one_line_error_and_leaves_no_folder(
     def synthesize(*_args: object) -> SimpleNamespace:  # the engine's result, without training
         monkeypatch.setattr(Path, "write_bytes", full)
         metrics = {"test_accuracy": 0.9, "nonzero_params": 10, "model_bytes": 40, "ratio": 2.0}
-        model = SimpleNamespace(spec={"layers": []}, weights=b"w", onnx=b"onnx", metrics=metrics, param_count=20)
+        model = SimpleNamespace(spec={"layers": []}, weights=b"w", onnx=b"onnx", metrics=metrics, param_count=20,
+                                report=None)
         return SimpleNamespace(model=model, log=[], pareto=[], seconds=1.0, split={}, stop_reason="budget",
                                compressed=SimpleNamespace(model=model, artifact=b"nsz"))
 
