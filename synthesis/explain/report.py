@@ -92,7 +92,7 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
     tick = check or (lambda: None)
     started = time.perf_counter()
     report = _Builder(subject, data, variant)
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", report.global_part)]
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", lambda: report.global_part(tick))]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
     parts.append(("suspect_labels", lambda: report.suspects([subject], tick)))
@@ -149,16 +149,19 @@ class _Builder:
                 "classes": self.classes, **self.parts, "omitted": omitted, "images": sorted(self.images),
                 "seconds": round(seconds, 3)}
 
-    def global_part(self) -> dict[str, Any]:
-        """Global figures, their two charts, and the sampled examples' headers."""
+    def global_part(self, tick: Callable[[], None]) -> dict[str, Any]:
+        """Global figures, their two charts, and the sampled examples' headers (`tick` between the charts, so
+        that a report with no time for them stops within one step)."""
         data, classes = self.data, self.classes
         y_test = data.y[data.test]
         figures = global_figures(self.proba, y_test, classes, np.array([data.row(i) for i in data.test], np.int64))
         images = {}
         if len(y_test):
             calibration = figures["calibration"]
-            images = {"confusion.png": render.confusion_png(figures["confusion_matrix"], classes),
-                      "reliability.png": render.reliability_png(calibration["bins"], calibration["ece"])}
+            tick()
+            images = {"confusion.png": render.confusion_png(figures["confusion_matrix"], classes)}
+            tick()
+            images["reliability.png"] = render.reliability_png(calibration["bins"], calibration["ece"])
         examples = [{"row": data.row(int(data.test[k])), "given": classes[int(data.y[data.test[k]])],
                      "predicted": classes[int(self.predicted[k])],
                      "probability": float(self.proba[k, self.predicted[k]])} for k in self.picked]
