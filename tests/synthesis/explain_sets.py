@@ -109,3 +109,18 @@ def trained(spec: Spec, x: np.ndarray, y: np.ndarray, epochs: int, learning_rate
     data = Dataset(x[:cut], y[:cut], x[cut:], y[cut:])
     config = TrainConfig(epochs=epochs, learning_rate=learning_rate, max_shift=0, patience=None)
     return train(build(spec), data, config).variables
+
+
+def on_object(maps: np.ndarray, boxes: np.ndarray) -> float:
+    """The fraction of maps whose argmax falls inside its image's object box (localisation)."""
+    hits = []
+    for m, (top, left, bottom, right) in zip(maps, boxes, strict=True):
+        r, c = np.unravel_index(np.argmax(m), m.shape)
+        hits.append(top <= r < bottom and left <= c < right)
+    return float(np.mean(hits))
+
+
+def on_keyword(scores: list[np.ndarray], where: np.ndarray) -> float:
+    """The fraction of texts whose highest-scoring word is the keyword deciding the class."""
+    return float(np.mean([int(np.argmax(s)) == w for s, w in zip(scores, where, strict=True)]))
+

@@ -15,7 +15,7 @@ from synthesis.explain import METHODS, Subject, checks, integrated, tracin
 from synthesis.explain.subject import output_layers, spatial_layers
 from synthesis.space import image
 from synthesis.space.types import SpaceInfo
-from tests.synthesis.explain_sets import object_cnn, object_images, trained
+from tests.synthesis.explain_sets import object_cnn, object_images, on_object, trained
 
 TEST = 120
 
@@ -32,21 +32,13 @@ def objects() -> dict[str, Any]:
     return {"subject": subject, "x": xt[right], "y": yt[right], "boxes": bt[right]}
 
 
-def _on_object(maps: np.ndarray, boxes: np.ndarray) -> float:
-    hits = []
-    for m, (top, left, bottom, right) in zip(maps, boxes, strict=True):
-        r, c = np.unravel_index(np.argmax(m), m.shape)
-        hits.append(top <= r < bottom and left <= c < right)
-    return float(np.mean(hits))
-
-
 @pytest.mark.parametrize("name", ["gradcam", "integrated-gradients"])
 def test_the_map_peaks_on_the_object_that_decides_the_class(objects: dict[str, Any], name: str) -> None:
     """The argmax of the map falls on the object for at least 85 % of correctly classified test images (by chance:
     the object's area fraction, 25 / 1024)."""
     maps = METHODS[name].images(objects["subject"], objects["x"], objects["y"])
     assert maps.shape == objects["x"].shape[:3]
-    assert _on_object(maps, objects["boxes"]) >= 0.85
+    assert on_object(maps, objects["boxes"]) >= 0.85
 
 
 @pytest.mark.parametrize("name", ["gradcam", "integrated-gradients"])
