@@ -1,5 +1,10 @@
 """Typed request dependencies: the settings, a database session per request, and the authenticated user (whose key's
-request rate is limited here, so every authenticated route is limited and health and metrics are not)."""
+request rate is limited here, so every authenticated route is limited and health and metrics are not).
+
+A request authenticates with `Authorization: Bearer <api key>` or with the session cookie a browser got from signing
+in (`POST /api/v1/session`); a cookie request that asks for a change (any method but GET, HEAD and OPTIONS) must
+also send the session's CSRF token in the `X-CSRF-Token` header. Both are rate limited by the same API key.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,30 @@ from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.errors import Unauthenticated
+from api.errors import CsrfRejected, Unauthenticated
 from store.apikeys import find_api_key
 from store.db import session_scope
 from store.errors import RateLimited
-from store.models import User
+from store.models import ApiKey, User, WebSession
 from store.ratelimit import RateLimiter, make_limiter
+from store.sessions import csrf_matches, find_session
 from store.settings import Settings
 
+SESSION_COOKIE = "netsynth_session"
+"""The cookie that carries a browser's session token."""
+CSRF_HEADER = "X-CSRF-Token"
+"""The header a cookie request that asks for a change carries the session's CSRF token in."""
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods that change nothing, so a cookie request needs no CSRF token for them."""
+SIGN_IN = "sign in with POST /api/v1/session"
+
 _bearer = HTTPBearer(auto_error=False, description="An API key from `netsynth user create`.")
+_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False, description=(
+    f"A browser's session, from signing in with an API key (`POST /api/v1/session`). A request that asks for a "
+    f"change (POST, PUT, PATCH, DELETE) must also send the session's CSRF token in the `{CSRF_HEADER}` header."))
 
 
 def get_settings(request: Request) -> Settings:
@@ -55,24 +72,56 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def get_current_user(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> User:
-    """The user whose API key the `Authorization: Bearer` header carries; raise Unauthenticated otherwise, and
-    RateLimited when the key has sent more requests than its rate allows."""
-    if credentials is None:
-        raise Unauthenticated("an API key is required: send 'Authorization: Bearer <key>'")
-    key = find_api_key(session, credentials.credentials)
-    if key is None:
-        raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
+def limit_rate(request: Request, key: ApiKey) -> None:
+    """Count one request of `key`; RateLimited when the key has sent more requests than its rate allows."""
     limiter = get_limiter(request)
     retry_after = limiter.hit(key.id.hex)
     if retry_after is not None:
         raise RateLimited(retry_after, f"this API key sent more than {limiter.requests} requests in "
                           f"{limiter.seconds} s; retry after the seconds Retry-After says")
+
+
+def get_web_session(
+    request: Request, session: SessionDep, token: Annotated[str | None, Depends(_cookie)],
+) -> WebSession:
+    """The live session the session cookie names; Unauthenticated without one, CsrfRejected for a change asked
+    without its CSRF token, RateLimited past its API key's rate."""
+    if token is None:
+        raise Unauthenticated(f"no session cookie: {SIGN_IN}")
+    row = find_session(session, token)
+    if row is None:
+        raise Unauthenticated("the session cookie is unknown or its session has ended (expired, signed out, or its "
+                              f"API key revoked): {SIGN_IN} again", invalid_token=True)
+    if request.method not in SAFE_METHODS:
+        presented = request.headers.get(CSRF_HEADER)
+        if not csrf_matches(row, presented):
+            raise CsrfRejected(
+                f"a request signed in with the session cookie must send the session's CSRF token in the {CSRF_HEADER} "
+                f"header to {request.method} ({'it does not match' if presented else 'it is missing'}); "
+                "GET /api/v1/session answers it")
+    limit_rate(request, row.api_key)
+    return row
+
+
+def get_current_user(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    token: Annotated[str | None, Depends(_cookie)],
+) -> User:
+    """The user whose API key the `Authorization: Bearer` header carries or, without that header, whose session the
+    session cookie names (`get_web_session`); raise Unauthenticated otherwise, and RateLimited when the key has
+    sent more requests than its rate allows."""
+    if credentials is None and token is not None:
+        return get_web_session(request, session, token).user
+    if credentials is None:
+        raise Unauthenticated(f"an API key is required: send 'Authorization: Bearer <key>', or {SIGN_IN}")
+    key = find_api_key(session, credentials.credentials)
+    if key is None:
+        raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
+    limit_rate(request, key)
     return key.user
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
+CurrentWebSession = Annotated[WebSession, Depends(get_web_session)]

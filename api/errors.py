@@ -42,6 +42,10 @@ class Unauthenticated(Exception):
         self.invalid_token = invalid_token
 
 
+class CsrfRejected(Exception):
+    """A request signed in with the session cookie asked for a change without the session's CSRF token."""
+
+
 @dataclass(frozen=True)
 class ProblemType:
     """How one exception class is reported: its HTTP status and a stable problem type slug."""
@@ -70,6 +74,7 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     QuotaExceeded: ProblemType(429, "quota-exceeded"),
     RateLimited: ProblemType(429, "rate-limited"),
     Unauthenticated: ProblemType(401, "unauthenticated"),
+    CsrfRejected: ProblemType(403, "csrf-rejected"),
     RequestValidationError: ProblemType(422, "validation-error"),
 }
 

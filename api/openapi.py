@@ -2,9 +2,9 @@
 
 A route lists the domain errors it raises with `problems(...)`; their statuses come from the error table
 (api.errors). `ProblemRoute` adds what follows from the route's shape alone: 401 and 429 (the key's rate exceeded)
-behind an API key, 422 (in place of FastAPI's `application/json` default) when it takes parameters or a body, 400 for
-a JSON body that cannot be read, and 500 everywhere. `install_problem_schema` puts the Problem schema into the app's
-document.
+behind an API key or the session cookie, 403 where a cookie request asks for a change without its CSRF token, 422
+(in place of FastAPI's `application/json` default) when it takes parameters or a body, 400 for a JSON body that
+cannot be read, and 500 everywhere. `install_problem_schema` puts the Problem schema into the app's document.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-from api.deps import get_current_user
-from api.errors import PROBLEM_JSON, Unauthenticated, entry_for
+from api.deps import CSRF_HEADER, SAFE_METHODS, get_current_user, get_web_session
+from api.errors import PROBLEM_JSON, CsrfRejected, Unauthenticated, entry_for
 from api.schemas.problem import Problem
 from store.errors import RateLimited
 
@@ -80,9 +80,13 @@ class ProblemRoute(APIRoute):
 
     def _implied(self) -> Iterator[tuple[int, str]]:
         """The statuses this route can answer because of its shape, and why."""
-        if get_current_user in _calls(self.dependant):
-            yield _status(Unauthenticated), "No API key, or one that is unknown, wrong or revoked."
+        if {get_current_user, get_web_session} & set(_calls(self.dependant)):
+            yield _status(Unauthenticated), ("No API key or session cookie, or one that is unknown, wrong, revoked or "
+                                             "ended.")
             yield _status(RateLimited), "The API key sent more requests than its rate allows: see Retry-After."
+            if (self.methods or set()) - SAFE_METHODS:
+                yield _status(CsrfRejected), (f"Signed in with the session cookie, without the session's CSRF token "
+                                              f"in {CSRF_HEADER}.")
         if get_flat_params(self.dependant) or self.body_field is not None:
             yield _status(RequestValidationError), "The request is not valid: `errors` says where and why."
         if self.body_field is not None:

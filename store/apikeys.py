@@ -51,7 +51,7 @@ def create_api_key(session: Session, user: User, name: str = "") -> IssuedKey:
     return IssuedKey(row=row, plaintext=plaintext)
 
 
-def _record_use(row: ApiKey, now: datetime) -> None:
+def record_use(row: ApiKey, now: datetime) -> None:
     """Move `last_used_at` to `now` unless it is already within LAST_USED_RESOLUTION of it."""
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         row.last_used_at = now
@@ -70,7 +70,7 @@ def find_api_key(session: Session, plaintext: str, now: datetime | None = None) 
         return None
     if row.user.disabled_at is not None:
         return None
-    _record_use(row, now or utcnow())
+    record_use(row, now or utcnow())
     return row
 
 

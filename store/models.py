@@ -1,5 +1,5 @@
-"""The tables: users, API keys, datasets, jobs and their events, candidates and the trials sent to other workers,
-trained models and reports."""
+"""The tables: users, API keys and the browser sessions signed in with them, datasets, jobs and their events,
+candidates and the trials sent to other workers, trained models and reports."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ __all__ = [
     "TrialState",
     "TrialTask",
     "User",
+    "WebSession",
 ]
 
 
@@ -135,6 +136,22 @@ class ApiKey(HasId, Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     user: Mapped[User] = relationship(back_populates="api_keys")
+
+
+class WebSession(HasId, Base):
+    """A browser's sign-in, made from an API key: only a SHA-256 hash of its cookie's token is stored. It ends at
+    `expires_at`, when it is deleted (sign-out), and as soon as its key is revoked or its user disabled."""
+
+    __tablename__ = "web_sessions"
+
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    api_key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id", ondelete="CASCADE"), index=True)
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+    user: Mapped[User] = relationship()
+    api_key: Mapped[ApiKey] = relationship()
 
 
 class Dataset(HasId, Base):

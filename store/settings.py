@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
+    session_hours: float = Field(default=12.0, gt=0)
     tier_low_seconds: int = Field(default=2 * 3600, gt=0)
     tier_medium_seconds: int = Field(default=5 * 3600, gt=0)
     tier_high_seconds: int = Field(default=16 * 3600, gt=0)

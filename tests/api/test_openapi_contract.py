@@ -3,9 +3,11 @@
 Each operation gets positive and negative generated cases with the caller's API key, half of them on resources
 the caller owns (a ready dataset, a finished job with events, candidates and a Pareto report, a text and an image
 model with real, tiny ONNX graphs, the text model's explainability report, an answered explanation of the image
-model, and a second API key to delete), and a few cases without a key; the rate limit is
-raised past what the fuzzer sends. Four checks run on every response: no server error, and the status, the
-content type and the body are the ones the document gives for the operation.
+model, a second API key to delete, and the caller's key to sign in with), fewer cases signed in with a session
+cookie and its CSRF token (a fresh session each, as a case may sign out), and a few cases without either; the rate
+limit is raised past what the fuzzer sends. Cookies a response sets are dropped after each case. Four checks run
+on every response: no server error, and the status, the content type and the body are the ones the document gives
+for the operation.
 
 Uploads and predictions are multipart bodies: schemathesis sends random bytes as the files, so they reach the
 validation of datasets and images (and are refused with a documented 422) but never a successful upload or image
@@ -23,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -46,7 +49,8 @@ from schemathesis.specs.openapi.checks import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import API_PREFIX
-from store.apikeys import create_api_key
+from api.deps import CSRF_HEADER, SESSION_COOKIE
+from store.apikeys import create_api_key, find_api_key
 from store.db import session_scope
 from store.explanations import create_explanation, finish_explanation
 from store.ingest import TextEncoder
@@ -64,6 +68,7 @@ from store.models import (
     User,
 )
 from store.reports import save_report
+from store.sessions import start_session
 from store.settings import Settings
 from tests.api.conftest import Account
 
@@ -73,6 +78,8 @@ Operation = APIOperation[Any, Any, Any, Any]
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 WITH_KEY_EXAMPLES = 100
 """Cases per operation with the caller's key (an operation without parameters has fewer distinct ones)."""
+WITH_COOKIE_EXAMPLES = 25
+"""Cases per operation signed in with a session cookie: the operations are those the key's cases explore."""
 WITHOUT_KEY_EXAMPLES = 15
 """Cases per operation without a key: past the 401 there is little to explore."""
 MIN_CASES = 1_000
@@ -224,9 +231,18 @@ def _fuzz(label: str, strategy: st.SearchStrategy[AnyCase], call: Callable[[AnyC
         tally.failures[label] = str(exc)
 
 
+def _signed_in(factory: sessionmaker[Session], key: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The cookies and headers of a fresh session of `key`: its session cookie and its CSRF token."""
+    with session_scope(factory) as s:
+        found = find_api_key(s, key)
+        assert found is not None
+        issued = start_session(s, found, timedelta(hours=1))
+        return {SESSION_COOKIE: issued.token}, {CSRF_HEADER: issued.row.csrf_token}
+
+
 def test_every_operation_answers_as_documented(live: str, account: Account,
                                                factory: sessionmaker[Session]) -> None:
-    owned = _seed(factory, account.user)
+    owned = {**_seed(factory, account.user), "api_key": [account.key]}
     schema = schemathesis.openapi.from_url(f"{live}{API_PREFIX}/openapi.json")
     loaded = list(schema.get_all_operations())
     assert not [result.err() for result in loaded if isinstance(result, Err)]
@@ -235,22 +251,29 @@ def test_every_operation_answers_as_documented(live: str, account: Account,
     started = time.monotonic()
     with requests.Session() as http:
         for operation in operations:
-            for who, headers, examples, strategy in (
-                ("with a key", account.auth, WITH_KEY_EXAMPLES, _strategy(operation, owned)),
-                ("without a key", {}, WITHOUT_KEY_EXAMPLES, _strategy(operation, {})),
+            for who, examples, strategy in (
+                ("with a key", WITH_KEY_EXAMPLES, _strategy(operation, owned)),
+                ("with a cookie", WITH_COOKIE_EXAMPLES, _strategy(operation, owned)),
+                ("without a key", WITHOUT_KEY_EXAMPLES, _strategy(operation, {})),
             ):
-                def call(case: AnyCase, headers: dict[str, str] = headers) -> int:
-                    return case.call_and_validate(base_url=live, session=http, headers=headers, checks=CHECKS,
-                                                  timeout=30).status_code
+                def call(case: AnyCase, who: str = who) -> int:
+                    cookies, headers = _signed_in(factory, account.key) if who == "with a cookie" else ({}, {})
+                    headers = account.auth if who == "with a key" else headers
+                    try:
+                        return case.call_and_validate(base_url=live, session=http, headers=headers, cookies=cookies,
+                                                      checks=CHECKS, timeout=30).status_code
+                    finally:
+                        http.cookies.clear()  # a sign-in's cookie must not carry over to the next case
 
                 _fuzz(f"{operation.label} ({who})", strategy, call, examples, tally)
     print(f"schemathesis {schemathesis.__version__}: {tally.cases} cases on {len(operations)} operations in "
           f"{time.monotonic() - started:.1f} s")
     assert not tally.failures, "\n\n".join(f"{label}:\n{report}" for label, report in tally.failures.items())
     assert tally.cases >= MIN_CASES
-    assert len(tally.statuses) == 2 * len(operations)
+    assert len(tally.statuses) == 3 * len(operations)
     unsuccessful = [operation.label for operation in operations if operation.label not in NEVER_SUCCEEDS
-                    and not any(200 <= s < 300 for s in tally.statuses[f"{operation.label} (with a key)"])]
+                    and not any(200 <= s < 300 for who in ("with a key", "with a cookie")
+                                for s in tally.statuses[f"{operation.label} ({who})"])]
     assert not unsuccessful, f"no case succeeded on {unsuccessful}"
 
 

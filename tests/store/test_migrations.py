@@ -14,7 +14,7 @@ from store.db import make_engine
 from store.migrate import downgrade, upgrade
 
 TABLES = {"users", "api_keys", "datasets", "jobs", "job_events", "candidates", "models", "reports", "report_images",
-          "trial_tasks"}
+          "trial_tasks", "web_sessions"}
 
 
 def _diff(url: str) -> list[Any]:
