@@ -1,4 +1,4 @@
-"""The FastAPI application factory: JSON routes under `/api/v1`, OpenAPI docs at `/docs`."""
+"""The FastAPI application factory: JSON routes under `/api/v1`, OpenAPI docs at `/docs`, the web dashboard at `/`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.admission import Admission, admission_limit
+from api.dashboard import install_dashboard
 from api.errors import install_error_handlers
 from api.fanout import close_hub
 from api.logs import RequestContext, install_logging
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (session, me, datasets, jobs, search, models, reports, explanations):
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
+    install_dashboard(app, settings.dashboard_dir)
     install_logging(settings.log_format)
     app.add_middleware(Admission, limit=admission_limit(engine), exempt=PROBES)
     app.add_middleware(RequestContext, observe=record_request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from store.ingest.limits import Limits
@@ -37,6 +37,13 @@ class Settings(BaseSettings):
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
     session_hours: float = Field(default=12.0, gt=0)
+    dashboard_dir: Path | None = None
+
+    @field_validator("dashboard_dir", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object) -> object:
+        """An empty NETSYNTH_DASHBOARD_DIR means the default folder (None), not the working directory."""
+        return None if value == "" else value
     tier_low_seconds: int = Field(default=2 * 3600, gt=0)
     tier_medium_seconds: int = Field(default=5 * 3600, gt=0)
     tier_high_seconds: int = Field(default=16 * 3600, gt=0)
