@@ -15,7 +15,7 @@ from api.logs import RequestContext, install_logging
 from api.metrics import PATH as METRICS_PATH
 from api.metrics import install_metrics, record_request
 from api.openapi import install_problem_schema
-from api.routes import datasets, explanations, health, jobs, me, models, reports, search, session
+from api.routes import datasets, explanations, health, jobs, me, models, reports, samples, search, session
 from api.tasks import make_sender
 from store.db import make_engine, make_session_factory
 from store.settings import Settings
@@ -51,7 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sender = make_sender(settings)
     install_error_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
-    for module in (session, me, datasets, jobs, search, models, reports, explanations):
+    for module in (session, me, datasets, samples, jobs, search, models, reports, explanations):
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
     install_dashboard(app, settings.dashboard_dir)

@@ -41,6 +41,11 @@ class BlobStore(Protocol):
         """Return a binary reader of the blob; raise NotFound when it does not exist."""
         ...
 
+    def local_path(self, key: str) -> Path:
+        """A local file holding the blob, for readers that seek in it (a remote store would keep a local copy);
+        raise NotFound when it does not exist."""
+        ...
+
     def delete(self, key: str) -> None:
         """Remove the blob; removing a missing blob is not an error."""
         ...
@@ -168,6 +173,13 @@ class FileBlobStore:
             return path.open("rb")
         except FileNotFoundError:
             raise NotFound(f"no blob {key!r}") from None
+
+    def local_path(self, key: str) -> Path:
+        """The blob's own file; raise NotFound when it does not exist."""
+        path = self._path(key)
+        if not path.is_file():
+            raise NotFound(f"no blob {key!r}")
+        return path
 
     def delete(self, key: str) -> None:
         """Remove the blob; removing a missing blob is not an error."""

@@ -1,13 +1,13 @@
 """The OpenAPI document describes what the live API sends: schemathesis fuzzes every operation over a real port.
 
 Each operation gets positive and negative generated cases with the caller's API key, half of them on resources
-the caller owns (a ready dataset, a finished job with events, candidates and a Pareto report, a text and an image
-model with real, tiny ONNX graphs, the text model's explainability report, an answered explanation of the image
-model, a second API key to delete, and the caller's key to sign in with), fewer cases signed in with a session
-cookie and its CSRF token (a fresh session each, as a case may sign out), and a few cases without either; the rate
-limit is raised past what the fuzzer sends. Cookies a response sets are dropped after each case. Four checks run
-on every response: no server error, and the status, the content type and the body are the ones the document gives
-for the operation.
+the caller owns (ready text and image datasets with their files, a finished job with events, candidates and a
+Pareto report, a text and an image model with real, tiny ONNX graphs, the text model's explainability report, an
+answered explanation of the image model, a second API key to delete, and the caller's key to sign in with), fewer
+cases signed in with a session cookie and its CSRF token (a fresh session each, as a case may sign out), and a few
+cases without either; the rate limit is raised past what the fuzzer sends. Cookies a response sets are dropped
+after each case. Four checks run on every response: no server error, and the status, the content type and the body
+are the ones the document gives for the operation.
 
 Uploads and predictions are multipart bodies: schemathesis sends random bytes as the files, so they reach the
 validation of datasets and images (and are refused with a documented 422) but never a successful upload or image
@@ -18,6 +18,7 @@ at once: a live job's stream would last until the job ends.
 from __future__ import annotations
 
 import functools
+import io
 import itertools
 import json
 import socket
@@ -51,6 +52,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import API_PREFIX
 from api.deps import CSRF_HEADER, SESSION_COOKIE
 from store.apikeys import create_api_key, find_api_key
+from store.blobs import FileBlobStore
 from store.db import session_scope
 from store.explanations import create_explanation, finish_explanation
 from store.ingest import TextEncoder
@@ -92,8 +94,10 @@ NEVER_SUCCEEDS = {
 
 @pytest.fixture(name="settings")
 def unthrottled_settings(settings: Settings) -> Settings:
-    """The API fixtures' settings with a rate limit the fuzzer's ~100 requests a second per key stay under."""
-    return settings.model_copy(update={"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000})
+    """The API fixtures' settings with a rate limit the fuzzer's ~100 requests a second per key stay under, and room
+    for one more active job beside the two seeded ones."""
+    return settings.model_copy(update={"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000,
+                                       "max_active_jobs_per_user": 3})
 
 
 @pytest.fixture
@@ -148,10 +152,23 @@ def _model(job: Job, variant: str, kind: str) -> TrainedModel:
                         metrics={"accuracy": 0.5, "tolerance": 0.01, "ratio": 2.0})
 
 
-def _dataset(owner: User, name: str) -> Dataset:
+def _dataset(owner: User, name: str, blobs: FileBlobStore) -> Dataset:
+    """A ready text dataset of 30 texts of each of two classes, its CSV in the blob store."""
+    key = blobs.put(io.BytesIO(b"text,label\n" + b"".join(b"film %d,%s\n" % (i, b"neg" if i % 2 else b"pos")
+                                                             for i in range(60))), f"datasets/{owner.id.hex}/{name}")
     return Dataset(owner_id=owner.id, name=name, modality=Modality.TEXT, format="csv", filename=f"{name}.csv",
                    classes=["neg", "pos"], class_counts={"neg": 30, "pos": 30}, sample_count=60, size_bytes=900,
-                   profile={}, checksum="ab" * 32, blob_key=f"datasets/{owner.id.hex}/{name}",
+                   profile={}, checksum="ab" * 32, blob_key=key, status=DatasetStatus.READY)
+
+
+def _pictures(owner: User, blobs: FileBlobStore) -> Dataset:
+    """A ready image dataset of ten 8x8 grey images of two classes, its npz in the blob store."""
+    buffer = io.BytesIO()
+    np.savez(buffer, x=np.arange(640, dtype=np.uint8).reshape(10, 8, 8, 1), y=np.arange(10) % 2)
+    key = blobs.put(io.BytesIO(buffer.getvalue()), f"datasets/{owner.id.hex}/pictures")
+    return Dataset(owner_id=owner.id, name="pictures", modality=Modality.IMAGE, format="npz", filename="p.npz",
+                   classes=["0", "1"], class_counts={"0": 5, "1": 5}, sample_count=10, size_bytes=buffer.tell(),
+                   profile={"image": {"height": 8, "width": 8, "channels": 1}}, checksum="cd" * 32, blob_key=key,
                    status=DatasetStatus.READY)
 
 
@@ -159,14 +176,14 @@ def _job(owner: User, dataset: Dataset) -> Job:
     return Job(owner_id=owner.id, dataset_id=dataset.id, budget_tier=BudgetTier.LOW, budget_seconds=600)
 
 
-def _seed(factory: sessionmaker[Session], owner: User) -> dict[str, list[str]]:
+def _seed(factory: sessionmaker[Session], owner: User, blobs: FileBlobStore) -> dict[str, list[str]]:
     """Resources of `owner` the fuzzer should also reach, by the path parameter that names them."""
     with session_scope(factory) as s:
-        used, spare = _dataset(owner, "used"), _dataset(owner, "spare")  # a queued job keeps `used` from deletion
-        s.add_all([used, spare])
+        used, spare, pictures = _dataset(owner, "used", blobs), _dataset(owner, "spare", blobs), _pictures(owner, blobs)
+        s.add_all([used, spare, pictures])
         s.flush()
-        queued, done = _job(owner, used), _job(owner, used)
-        s.add_all([queued, done])
+        queued, done = _job(owner, used), _job(owner, used)  # queued jobs keep `used` and `pictures` from deletion
+        s.add_all([queued, done, _job(owner, pictures)])
         s.flush()
         append_event(s, done, "queued", {"budget_tier": "low"})
         transition(done, JobState.RUNNING)
@@ -182,7 +199,8 @@ def _seed(factory: sessionmaker[Session], owner: User) -> dict[str, list[str]]:
         explained = create_explanation(s, models[1], "gradcam", image=b"\x89PNG", name="cat.png")
         finish_explanation(s, explained.id, {"input": "cat.png", "map": [[0.5]]}, b"\x89PNG overlay")
         spare_key = create_api_key(s, owner, name="spare").row  # not the caller's own: deleting it leaves that
-        return {"dataset_id": [str(used.id), str(spare.id)], "job_id": [str(done.id)],
+        return {"dataset_id": [str(used.id), str(spare.id), str(pictures.id)], "index": ["0", "9"],
+                "job_id": [str(done.id)],
                 "model_id": [str(m.id) for m in models], "key_id": [str(spare_key.id)], "name": ["confusion.png"],
                 "explanation_id": [str(explained.id)]}
 
@@ -240,9 +258,9 @@ def _signed_in(factory: sessionmaker[Session], key: str) -> tuple[dict[str, str]
         return {SESSION_COOKIE: issued.token}, {CSRF_HEADER: issued.row.csrf_token}
 
 
-def test_every_operation_answers_as_documented(live: str, account: Account,
-                                               factory: sessionmaker[Session]) -> None:
-    owned = {**_seed(factory, account.user), "api_key": [account.key]}
+def test_every_operation_answers_as_documented(live: str, account: Account, factory: sessionmaker[Session],
+                                               settings: Settings) -> None:
+    owned = {**_seed(factory, account.user, FileBlobStore(settings.blob_dir)), "api_key": [account.key]}
     schema = schemathesis.openapi.from_url(f"{live}{API_PREFIX}/openapi.json")
     loaded = list(schema.get_all_operations())
     assert not [result.err() for result in loaded if isinstance(result, Err)]
