@@ -52,7 +52,7 @@ export function describeProblem(status: number, problem: ProblemBody, retryAfter
     text = text && !text.includes(issues) ? `${text} (${issues})` : issues;
   }
   if (!text) text = problem.title ? `${problem.title} (HTTP ${status})` : `The request failed (HTTP ${status}).`;
-  if (retryAfter !== null) text += ` Try again in ${retryAfter} s.`;
+  if (retryAfter !== null) text = `${/[.!?]$/.test(text) ? text : `${text}.`} Try again in ${retryAfter} s.`;
   return text;
 }
 

@@ -68,7 +68,7 @@ export default function KeysPage() {
       <h1>API keys</h1>
       <p className="muted">
         Keys authenticate scripts and the command line (<code>Authorization: Bearer …</code>). Revoking a key stops it at
-        once; this browser session goes on.
+        once, and ends the browser sessions signed in with it (this one too, if it is the key you signed in with).
       </p>
       <form className="panel row" onSubmit={submit} noValidate>
         <div className="field">

@@ -1,7 +1,7 @@
 import { screen, waitFor } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { describe, expect, it, vi } from "vitest";
-import { CSRF, renderApp, SESSION } from "./utils";
+import { CSRF, renderApp, SESSION, jsonBody } from "./utils";
 
 const KEY = "ns_secret_key_do_not_store";
 
@@ -22,7 +22,7 @@ describe("sign in", () => {
 
     expect(await screen.findByRole("alert")).toHaveTextContent("the API key is unknown, wrong or revoked");
     const post = calls.find((c) => c.method === "POST" && c.path === "/api/v1/session");
-    expect(JSON.parse(String(post?.body))).toEqual({ api_key: KEY });
+    expect(jsonBody(post)).toEqual({ api_key: KEY });
     expect(setItem).not.toHaveBeenCalled();
     expect(localStorage.length).toBe(0);
     expect(sessionStorage.length).toBe(0);

@@ -43,7 +43,7 @@ export function mockApi(routes: Routes): Call[] {
     "fetch",
     vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
       const request = input instanceof Request ? input : null;
-      const url = new URL(request ? request.url : String(input), "http://localhost");
+      const url = new URL(input instanceof Request ? input.url : input instanceof URL ? input.href : input, "http://localhost");
       const method = (request?.method ?? init?.method ?? "GET").toUpperCase();
       const headers = new Headers(request ? request.headers : init?.headers);
       let body: string | FormData | null = null;
@@ -57,6 +57,12 @@ export function mockApi(routes: Routes): Call[] {
     }),
   );
   return calls;
+}
+
+/** The JSON body a call sent. */
+export function jsonBody(call: Call | undefined): unknown {
+  if (typeof call?.body !== "string") throw new Error("the call sent no JSON body");
+  return JSON.parse(call.body);
 }
 
 /** A stand-in for EventSource: tests push events into `instances[n]`. */
