@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "analysis": ["Analysis", "NodeCost", "analyse"],
+    "analysis": ["Analysis", "NodeCost", "analyse", "architecture"],
     "checkpoint": ["Checkpoint", "from_bytes", "load", "save", "to_bytes"],
     "data": ["Dataset"],
     "errors": ["CheckpointError", "CoreError", "CycleError", "DanglingInputError",

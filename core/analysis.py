@@ -1,4 +1,5 @@
-"""Static analysis of a spec, without running anything: size, compute and memory.
+"""Static analysis of a spec, without running anything: size, compute and memory, and the layer-by-layer
+architecture a model is stored with.
 
 References: multiply-adds counted as in Howard et al., *MobileNets* (2017), one MAC per
 multiply-accumulate of a convolution, dense layer or attention product; element-wise ops count 0.
@@ -83,3 +84,14 @@ def analyse(spec: Spec | Graph, spec_json_bytes: int | None = None) -> Analysis:
             + SAFETENSORS_HEADER_BYTES_PER_TENSOR * sum(c.tensors for c in costs))
     activations = math.prod(graph.spec.input.shape) + sum(c.output_elements for c in costs)
     return Analysis(tuple(costs), params, state, sum(c.macs for c in costs), activations, disk)
+
+
+def architecture(spec: Spec | Graph) -> dict[str, Any]:
+    """The network as a list of its layers in the order they compute (JSON-ready, as a trained model is stored with
+    it): ``input_shape``, then per layer its ``name``, ``op``, ``output_shape`` (without the batch axis), trainable
+    ``params`` and the ``inputs`` it reads (``"input"`` being the network's input)."""
+    graph = spec if isinstance(spec, Graph) else validate(spec)
+    params = {cost.node: cost.params for cost in analyse(graph).nodes}
+    return {"input_shape": list(graph.spec.input.shape), "layers": [
+        {"name": node.id, "op": node.op, "output_shape": list(graph.types[node.id].shape), "params": params[node.id],
+         "inputs": list(node.inputs)} for node in graph.order]}

@@ -274,6 +274,9 @@ class TrainedModel(HasId, Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     param_count: Mapped[int] = mapped_column(BigInteger)
     weights_bytes: Mapped[int] = mapped_column(BigInteger)
+    # the layers with their output shapes, as the engine computed them (`core.analysis.architecture`); None for the
+    # models saved before it was recorded
+    architecture: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class Report(HasId, Base):

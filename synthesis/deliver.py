@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from core import checkpoint, onnx_export, tree
-from core.analysis import analyse
+from core.analysis import analyse, architecture
 from core.evaluation import evaluate, predict_proba
 from core.graph import validate
 from core.model import build
@@ -31,6 +31,7 @@ class Delivered:
     param_count: int
     metrics: dict[str, Any] = field(default_factory=dict)
     report: Report | None = None  # the explainability report, when one was built within the budget
+    architecture: dict[str, Any] | None = None  # its layers with their output shapes (`core.analysis.architecture`)
 
 
 def onnx_latency_ms(classifier: OnnxClassifier, example: np.ndarray, runs: int = 30) -> float:
@@ -65,7 +66,8 @@ def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: n
     metrics = {"test_accuracy": test.get("accuracy"), "test_loss": test.get("loss"), "params": info.params,
                "macs": info.macs, "weights_bytes": len(weights), "onnx_bytes": len(onnx),
                "latency_ms": round(onnx_latency_ms(classifier, probe), 4), "onnx_max_abs_diff": gap}
-    return Delivered(spec=spec.to_dict(), weights=weights, onnx=onnx, param_count=info.params, metrics=metrics)
+    return Delivered(spec=spec.to_dict(), weights=weights, onnx=onnx, param_count=info.params, metrics=metrics,
+                     architecture=architecture(spec))
 
 
 def measured_latency_ms(spec: Spec, example: np.ndarray) -> float:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from core import tree
+from core.analysis import architecture
 from core.data import Dataset
 from core.onnx_run import OnnxClassifier
 from core.spec import Spec
@@ -102,5 +103,5 @@ def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> Compress
                "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
                "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
     model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
-                      metrics=metrics)
+                      metrics=metrics, architecture=architecture(c.spec))
     return CompressedVariant(model=model, report=c.report, stop_reason=c.stop_reason)

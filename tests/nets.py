@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import checkpoint, tree
+from core.analysis import architecture
 from core.evaluation import predict_proba
 from core.model import Model, build
 from core.onnx_export import to_onnx_bytes
@@ -91,10 +92,11 @@ def text_net() -> Net:
 
 
 def model_row(job: Job, net: Net) -> TrainedModel:
-    """An unsaved model row of `net` for `job`."""
+    """An unsaved model row of `net` for `job`, with the architecture the worker saves a model with."""
     return TrainedModel(job_id=job.id, spec=net.spec, weights=net.weights, onnx=net.onnx, classes=net.classes,
                         preprocessing=net.preprocessing, metrics={"accuracy": 0.875, "loss": 0.4},
-                        param_count=123, weights_bytes=len(net.weights))
+                        param_count=123, weights_bytes=len(net.weights),
+                        architecture=architecture(Spec.from_dict(net.spec)))
 
 
 def insert_model(factory: sessionmaker[Session], owner: User | None, net: Net) -> TrainedModel:

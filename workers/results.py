@@ -38,7 +38,8 @@ def _model(job_id: uuid.UUID, candidate_id: uuid.UUID | None, variant: str, deli
     return TrainedModel(job_id=job_id, candidate_id=candidate_id, variant=variant, spec=delivered.spec,
                         weights=delivered.weights, onnx=delivered.onnx, classes=prepared.classes,
                         preprocessing=prepared.preprocessing, metrics=delivered.metrics,
-                        param_count=delivered.param_count, weights_bytes=len(delivered.weights))
+                        param_count=delivered.param_count, weights_bytes=len(delivered.weights),
+                        architecture=delivered.architecture)
 
 
 def _save_report(session: Session, job_id: uuid.UUID, model: TrainedModel, report: ExplainReport) -> None:

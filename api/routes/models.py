@@ -17,7 +17,7 @@ from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
 from api.openapi import ProblemRoute, problems
 from api.package import native_package
-from api.schemas.models import ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
+from api.schemas.models import ArchitectureOut, ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
 from api.upload import read_body, read_form, read_json
 from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
 from store.ingest import Limits, decode_image
@@ -70,14 +70,15 @@ OwnedModel = Annotated[TrainedModel, Depends(owned_model)]
 
 @router.get("/{model_id}")
 def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
-    """Describe a trained model: variant, classes, metrics, size, the input it takes and, for a compressed model,
-    the compression's before / after report."""
+    """Describe a trained model: variant, classes, metrics, size, the input it takes, its layers and, for a
+    compressed model, the compression's before / after report."""
     job = session.get_one(Job, model.job_id)
     return ModelOut(
         id=model.id, job_id=model.job_id, dataset_id=job.dataset_id, variant=model.variant,
         created_at=model.created_at, classes=model.classes, metrics=model.metrics, param_count=model.param_count,
         weights_bytes=model.weights_bytes, onnx_bytes=len(model.onnx), input=model.spec.get("input", {}),
         preprocessing=model.preprocessing["kind"], compression=_compression(model),
+        architecture=None if model.architecture is None else ArchitectureOut.model_validate(model.architecture),
     )
 
 

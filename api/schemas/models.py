@@ -17,6 +17,23 @@ class ExportFormat(enum.StrEnum):
     NATIVE = "native"
 
 
+class LayerOut(BaseModel):
+    """One layer of a network."""
+
+    name: str = Field(description="The layer's id in the network's spec.")
+    op: str = Field(description="What it computes: conv2d, dense, batch_norm, activation, global_avg_pool, ...")
+    output_shape: list[int] = Field(description="The shape of its output, without the batch axis.")
+    params: int = Field(description="Its trainable parameters (a compressed model's pruned ones included).")
+    inputs: list[str] = Field(description='The layers it reads; "input" is the network\'s input.')
+
+
+class ArchitectureOut(BaseModel):
+    """A network's layers in the order they compute, after its input."""
+
+    input_shape: list[int] = Field(description="The shape of the network's input, without the batch axis.")
+    layers: list[LayerOut]
+
+
 class ModelOut(BaseModel):
     """A trained model: what it predicts, how well, how big, and what input it takes."""
 
@@ -35,6 +52,9 @@ class ModelOut(BaseModel):
     input: dict[str, Any] = Field(description="The spec's input: shape (no batch axis), dtype, modality, scale.")
     preprocessing: Literal["image", "text"] = Field(
         description="What `/predict` takes: image files (multipart) or texts (JSON).")
+    architecture: ArchitectureOut | None = Field(
+        default=None, description="The network's layers with their output shapes, as the engine computed them when "
+        "it trained the model; null for a model saved before netsynth recorded them.")
     compression: dict[str, Any] | None = Field(
         default=None, description="A compressed model's before / after report: tolerance, validation accuracy "
         "before and after, ratio, and for both the dense and the compressed network parameters, non-zeros, bytes "

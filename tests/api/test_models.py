@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from PIL import Image
@@ -90,6 +91,39 @@ async def test_detail_describes_an_image_model(
     assert body["input"] == image_net.spec["input"]
     assert body["input"]["shape"] == [8, 8, 1]
     assert body["preprocessing"] == "image"
+
+
+async def test_detail_describes_the_architecture_layer_by_layer(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], image_net: Net,
+) -> None:
+    model = insert_model(factory, account.user, image_net)
+    architecture = (await client.get(_url(model.id), headers=account.auth)).json()["architecture"]
+    assert architecture["input_shape"] == image_net.spec["input"]["shape"] == [8, 8, 1]
+    layers = architecture["layers"]
+    assert [(layer["name"], layer["op"]) for layer in layers] == [
+        ("conv", "conv2d"), ("relu", "activation"), ("pool", "global_avg_pool"), ("logits", "dense")]
+    assert [layer["inputs"] for layer in layers] == [["input"], ["conv"], ["relu"], ["pool"]]
+    assert layers[-1]["output_shape"] == [len(IMAGE_CLASSES)]
+    assert [layer["params"] for layer in layers] == [3 * 3 * 1 * 4 + 4, 0, 0, 4 * 3 + 3]
+    counted = sum(int(np.size(a)) for a in tree.flatten(image_net.variables["params"]).values())
+    assert sum(layer["params"] for layer in layers) == counted
+    # every shape as the exported ONNX graph computes it (its tensors carry the layers' names, with a batch axis)
+    inferred = onnx.shape_inference.infer_shapes(onnx.load_from_string(image_net.onnx), strict_mode=True).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim][1:] for v in inferred.value_info}
+    assert {layer["name"]: layer["output_shape"] for layer in layers if layer["name"] in shapes} == {
+        "conv": [8, 8, 4], "relu": [8, 8, 4], "pool": [4]}
+
+
+async def test_a_model_saved_before_architectures_were_recorded_has_none(
+    client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], text_net: Net,
+) -> None:
+    model = insert_model(factory, account.user, text_net)
+    layers = (await client.get(_url(model.id), headers=account.auth)).json()["architecture"]["layers"]
+    assert layers[0]["output_shape"] == [8, 4]  # the embedding: one 4-d vector per token
+    with session_scope(factory) as s:
+        s.get_one(TrainedModel, model.id).architecture = None
+    body = (await client.get(_url(model.id), headers=account.auth)).json()
+    assert body["architecture"] is None and body["classes"] == TEXT_CLASSES
 
 
 async def test_detail_of_a_text_model_says_it_takes_texts(

@@ -147,9 +147,12 @@ def _model(job: Job, variant: str, kind: str) -> TrainedModel:
         preprocessing = {"kind": "image", "shape": [8, 8, 1], "resize": "centre-crop"}
         shape, dtype = [8, 8, 1], TensorProto.FLOAT
     spec = {"input": {"shape": shape, "dtype": "int32" if kind == "text" else "float32", "modality": kind}}
+    architecture = {"input_shape": shape, "layers": [
+        {"name": "logits", "op": "dense", "output_shape": [2], "params": 2, "inputs": ["input"]}]}
     return TrainedModel(job_id=job.id, variant=variant, spec=spec, weights=b"weights", onnx=_onnx(dtype, shape, 2),
                         classes=["neg", "pos"], preprocessing=preprocessing, param_count=2, weights_bytes=7,
-                        metrics={"accuracy": 0.5, "tolerance": 0.01, "ratio": 2.0})
+                        metrics={"accuracy": 0.5, "tolerance": 0.01, "ratio": 2.0},
+                        architecture=architecture if variant == "dense" else None)
 
 
 def _dataset(owner: User, name: str, blobs: FileBlobStore) -> Dataset:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 
-from core.analysis import analyse
-from core.graph import load
+from core.analysis import analyse, architecture
+from core.graph import Graph, load
 from core.model import build
 from core.tree import flatten
 from tests.core.specs import reference_cnn, reference_cnn_doc
@@ -32,11 +34,16 @@ def test_param_count_matches_the_built_model() -> None:
     assert analyse(spec).params == counted
 
 
-def test_batch_norm_state_and_activation_memory() -> None:
+def _with_batch_norm() -> Graph:
+    """The reference CNN with a batch norm `bn` after its first convolution (32 channels)."""
     doc = reference_cnn_doc()
     doc["nodes"].insert(1, {"id": "bn", "op": "batch_norm", "inputs": ["conv1"]})
     doc["nodes"][2]["inputs"] = ["bn"]
-    graph = load(doc)
+    return load(doc)
+
+
+def test_batch_norm_state_and_activation_memory() -> None:
+    graph = _with_batch_norm()
     a = analyse(graph)
     assert a.state == 2 * 32
     assert a.params == REF_PARAMS + 2 * 32
@@ -60,3 +67,17 @@ def test_per_node_costs_sum_to_totals() -> None:
     assert sum(n.params for n in a.nodes) == a.params
     assert sum(n.macs for n in a.nodes) == a.macs
     assert {n.node: n.macs for n in a.nodes}["conv2"] == 11 * 11 * 9 * 32 * 64
+
+
+def test_architecture_lists_each_layer_with_its_output_shape_and_params() -> None:
+    graph = _with_batch_norm()
+    arch = architecture(graph)
+    assert arch["input_shape"] == [28, 28, 1]
+    assert [layer["name"] for layer in arch["layers"]] == [node.id for node in graph.order]
+    assert {layer["name"]: layer["output_shape"] for layer in arch["layers"]} == {
+        node: list(t.shape) for node, t in graph.types.items() if node != "input"}
+    assert arch["layers"][-1]["output_shape"] == [10]
+    bn = next(layer for layer in arch["layers"] if layer["name"] == "bn")
+    assert (bn["op"], bn["params"], bn["inputs"]) == ("batch_norm", 2 * 32, ["conv1"])  # running stats are no params
+    assert sum(layer["params"] for layer in arch["layers"]) == analyse(graph).params
+    assert json.loads(json.dumps(arch)) == arch  # stored as it is

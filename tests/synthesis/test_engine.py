@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from core import artifact, checkpoint, tree
+from core.analysis import architecture
 from core.data import Dataset
 from core.evaluation import predict_proba
 from core.model import build
@@ -45,6 +46,7 @@ def test_search_returns_a_valid_model(digits_task: Task, twin_runs: tuple[Synthe
     result = twin_runs[0]
     spec = Spec.from_dict(result.model.spec)
     assert spec.num_classes == 10
+    assert result.model.architecture == architecture(spec)
     assert result.model.metrics["test_accuracy"] > 0.5  # 10 classes: chance is 0.1
     assert "warning" not in result.model.metrics  # it learned
     assert len(result.log) >= 2 and result.log[0]["origin"].startswith("seed:")
@@ -68,6 +70,7 @@ def _check_compressed(result: Synthesis, x: np.ndarray) -> None:
     assert c is not None
     decoded = artifact.decode(c.artifact)
     assert decoded.spec.to_dict() == c.model.spec and len(c.artifact) == c.model.metrics["model_bytes"]
+    assert c.model.architecture == architecture(decoded.spec)
     proba = predict_proba(build(decoded.spec), decoded.variables, x)
     assert np.max(np.abs(OnnxClassifier(c.model.onnx).predict_proba(x) - proba)) <= 1e-3
     report = c.report

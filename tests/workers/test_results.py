@@ -103,3 +103,20 @@ def test_a_report_the_database_would_refuse_is_left_out_with_a_warning(factory: 
         assert find_report(s, models["dense"]) is not None and find_report(s, models["compressed"]) is None
         [warning] = s.scalars(select(JobEvent.payload).where(JobEvent.kind == "warning")).all()
     assert "compressed model's explainability report cannot be stored" in warning["message"]
+
+
+def test_each_variant_is_saved_with_its_architecture(factory: sessionmaker[Session]) -> None:
+    job = _job(factory)
+    layers = [{"name": "logits", "op": "dense", "output_shape": [2], "params": 10, "inputs": ["input"]}]
+    synthesis = _synthesis(None, None)
+    assert synthesis.compressed is not None
+    small = replace(synthesis.compressed.model, architecture={"input_shape": [2, 2, 1], "layers": layers[:0]})
+    synthesis = replace(synthesis, model=replace(synthesis.model, architecture={"input_shape": [2, 2, 1],
+                                                                                "layers": layers}),
+                        compressed=replace(synthesis.compressed, model=small))
+    with session_scope(factory) as s:
+        results.save(s, job.id, synthesis, PREPARED)
+    with factory() as s:
+        saved = {m.variant: m.architecture for m in s.scalars(select(TrainedModel))}
+    assert saved == {"dense": {"input_shape": [2, 2, 1], "layers": layers},
+                     "compressed": {"input_shape": [2, 2, 1], "layers": []}}
