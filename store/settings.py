@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
-    session_hours: float = Field(default=12.0, gt=0)
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 366)
     dashboard_dir: Path | None = None
 
     @field_validator("dashboard_dir", mode="before")
