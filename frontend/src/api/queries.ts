@@ -2,9 +2,9 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useAuth } from "../auth/session";
-import { request, unwrap } from "./client";
+import { unwrap } from "./client";
 import { isStatus } from "./problem";
-import type { ParetoPoint, SamplesOut } from "./types";
+import type { ParetoPoint } from "./types";
 import { isTerminal } from "./types";
 
 export const keys = {
@@ -36,11 +36,11 @@ export function useDataset(id: string) {
 }
 
 export function useSamples(id: string, limit = 12) {
-  const { expire } = useAuth();
+  const { api } = useAuth();
   return useQuery({
     queryKey: keys.samples(id),
     queryFn: () =>
-      request<SamplesOut>(`/api/v1/datasets/${encodeURIComponent(id)}/samples?limit=${limit}`, { onUnauthorized: expire }),
+      unwrap(api.GET("/api/v1/datasets/{dataset_id}/samples", { params: { path: { dataset_id: id }, query: { limit } } })),
     retry: false,
   });
 }

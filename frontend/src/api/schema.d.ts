@@ -52,6 +52,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/datasets/{dataset_id}/samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Samples
+         * @description Up to `limit` samples of the dataset, spread over its classes: the first rows of each class, one class after
+         *     the other in turn (the same ones at every call).
+         */
+        get: operations["list_samples_api_v1_datasets__dataset_id__samples_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/datasets/{dataset_id}/samples/{index}.png": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sample Image
+         * @description The image sample of row `index`, brought to the dataset's size as the model sees it, as a PNG.
+         */
+        get: operations["sample_image_api_v1_datasets__dataset_id__samples__index__png_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/health": {
         parameters: {
             query?: never;
@@ -273,8 +314,8 @@ export interface paths {
         };
         /**
          * Read Model
-         * @description Describe a trained model: variant, classes, metrics, size, the input it takes and, for a compressed model,
-         *     the compression's before / after report.
+         * @description Describe a trained model: variant, classes, metrics, size, the input it takes, its layers and, for a
+         *     compressed model, the compression's before / after report.
          */
         get: operations["read_model_api_v1_models__model_id__get"];
         put?: never;
@@ -449,6 +490,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Session
+         * @description The session the session cookie names: who is signed in, its CSRF token and when it ends.
+         */
+        get: operations["read_session_api_v1_session_get"];
+        put?: never;
+        /**
+         * Sign In
+         * @description Sign a browser in with an API key: the answer sets the session cookie and holds the session's CSRF token.
+         */
+        post: operations["sign_in_api_v1_session_post"];
+        /**
+         * Sign Out
+         * @description Sign out: the session ends and the answer clears its cookie.
+         */
+        delete: operations["sign_out_api_v1_session_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -518,6 +587,19 @@ export interface components {
              * @description The key's first characters, to tell keys apart.
              */
             prefix: string;
+        };
+        /**
+         * ArchitectureOut
+         * @description A network's layers in the order they compute, after its input.
+         */
+        ArchitectureOut: {
+            /**
+             * Input Shape
+             * @description The shape of the network's input, without the batch axis.
+             */
+            input_shape: number[];
+            /** Layers */
+            layers: components["schemas"]["LayerOut"][];
         };
         /**
          * BudgetTier
@@ -592,6 +674,19 @@ export interface components {
             size_bytes: number;
             /** Status */
             status: string;
+        };
+        /**
+         * DatasetSamplesOut
+         * @description A few samples of a dataset, the first rows of each class in turn.
+         */
+        DatasetSamplesOut: {
+            /**
+             * Modality
+             * @enum {string}
+             */
+            modality: "image" | "text";
+            /** Samples */
+            samples: components["schemas"]["SampleOut"][];
         };
         /**
          * ExplanationOut
@@ -809,6 +904,37 @@ export interface components {
          */
         JobState: "queued" | "running" | "succeeded" | "failed" | "cancelled";
         /**
+         * LayerOut
+         * @description One layer of a network.
+         */
+        LayerOut: {
+            /**
+             * Inputs
+             * @description The layers it reads; "input" is the network's input.
+             */
+            inputs: string[];
+            /**
+             * Name
+             * @description The layer's id in the network's spec.
+             */
+            name: string;
+            /**
+             * Op
+             * @description What it computes: conv2d, dense, batch_norm, activation, global_avg_pool, ...
+             */
+            op: string;
+            /**
+             * Output Shape
+             * @description The shape of its output, without the batch axis.
+             */
+            output_shape: number[];
+            /**
+             * Params
+             * @description Its trainable parameters (a compressed model's pruned ones included).
+             */
+            params: number;
+        };
+        /**
          * MeOut
          * @description The caller, with its usage against each quota.
          */
@@ -834,6 +960,8 @@ export interface components {
          * @description A trained model: what it predicts, how well, how big, and what input it takes.
          */
         ModelOut: {
+            /** @description The network's layers with their output shapes, as the engine computed them when it trained the model; null for a model saved before netsynth recorded them. */
+            architecture?: components["schemas"]["ArchitectureOut"] | null;
             /**
              * Classes
              * @description Class names in the order of the model's outputs.
@@ -1028,6 +1156,58 @@ export interface components {
             };
         };
         /**
+         * SampleOut
+         * @description One sample of a dataset: its row, its label, and its text or the URL of its image.
+         */
+        SampleOut: {
+            /**
+             * Image Url
+             * @description Where an image sample's PNG is (as the model sees it, at most 128 pixels a side); null for a text.
+             */
+            image_url: string | null;
+            /**
+             * Index
+             * @description The sample's row in the upload, numbered as the explainability reports number rows (an image archive's images by their paths sorted).
+             */
+            index: number;
+            /** Label */
+            label: string;
+            /**
+             * Text
+             * @description A text sample's text (its first 1,000 characters); null for an image.
+             */
+            text: string | null;
+        };
+        /**
+         * SessionIn
+         * @description The API key a browser signs in with.
+         */
+        SessionIn: {
+            /**
+             * Api Key
+             * @description An API key of the user signing in.
+             */
+            api_key: string;
+        };
+        /**
+         * SessionOut
+         * @description A browser's session: who is signed in, the CSRF token its changes must carry, and when it ends.
+         */
+        SessionOut: {
+            /**
+             * Csrf Token
+             * @description Send it in the `X-CSRF-Token` header of every POST, PUT, PATCH and DELETE signed in with the session cookie.
+             */
+            csrf_token: string;
+            /**
+             * Expires At
+             * Format: date-time
+             * @description When the session ends (sooner if its API key is revoked).
+             */
+            expires_at: string;
+            user: components["schemas"]["UserOut"];
+        };
+        /**
          * UserOut
          * @description A user as the API shows it.
          */
@@ -1097,7 +1277,7 @@ export interface operations {
                     "application/json": components["schemas"]["DatasetOut"][];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1161,8 +1341,17 @@ export interface operations {
                     "application/json": components["schemas"]["DatasetOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1246,7 +1435,7 @@ export interface operations {
                     "application/json": components["schemas"]["DatasetOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1311,8 +1500,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1331,6 +1529,143 @@ export interface operations {
             };
             /** @description A queued or running job still uses the dataset. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is not valid: `errors` says where and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    list_samples_api_v1_datasets__dataset_id__samples_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                dataset_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetSamplesOut"];
+                };
+            };
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such dataset of the caller's. Or its file is missing from the blob store (`reason`: 'file-absent'). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is not valid: `errors` says where and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    sample_image_api_v1_datasets__dataset_id__samples__index__png_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dataset_id: string;
+                index: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The image as the model sees it, at most 128 pixels a side. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": unknown;
+                };
+            };
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such dataset of the caller's. Or its file is missing from the blob store (`reason`: 'file-absent'). Or it has no image of this index (`reason`: 'sample-absent'). */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1428,7 +1763,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"][];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1497,8 +1832,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1582,7 +1926,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1649,8 +1993,17 @@ export interface operations {
                     "application/json": components["schemas"]["JobOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1725,7 +2078,7 @@ export interface operations {
                     "application/json": components["schemas"]["CandidateOut"][];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1813,7 +2166,7 @@ export interface operations {
                     "text/event-stream": unknown;
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1882,7 +2235,7 @@ export interface operations {
                     }[];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1947,7 +2300,7 @@ export interface operations {
                     "application/json": components["schemas"]["MeOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2007,8 +2360,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2063,7 +2425,7 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKeyOut"][];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2123,8 +2485,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2179,8 +2550,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2246,7 +2626,7 @@ export interface operations {
                     "application/json": components["schemas"]["ModelOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2316,7 +2696,7 @@ export interface operations {
                     "application/zip": unknown;
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2409,8 +2789,17 @@ export interface operations {
                     "application/json": components["schemas"]["ExplanationOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2504,7 +2893,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExplanationOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2572,7 +2961,7 @@ export interface operations {
                     "image/png": unknown;
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2653,8 +3042,17 @@ export interface operations {
                     "application/json": components["schemas"]["PredictOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2729,7 +3127,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReportOut"];
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2796,7 +3194,7 @@ export interface operations {
                     "text/html": unknown;
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2864,7 +3262,7 @@ export interface operations {
                     "image/png": unknown;
                 };
             };
-            /** @description No API key, or one that is unknown, wrong or revoked. */
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2884,6 +3282,176 @@ export interface operations {
             };
             /** @description The request is not valid: `errors` says where and why. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    read_session_api_v1_session_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionOut"];
+                };
+            };
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    sign_in_api_v1_session_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionOut"];
+                };
+            };
+            /** @description The body cannot be read (it is not UTF-8 text). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key was not accepted: it is unknown, wrong or revoked, or its user is disabled. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is not valid: `errors` says where and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    sign_out_api_v1_session_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -18,38 +18,13 @@ export type ApiKeyCreated = Schemas["ApiKeyCreated"];
 export type Me = Schemas["MeOut"];
 
 /** `POST` / `GET /api/v1/session`: the signed-in user and the CSRF token every write must carry. */
-export interface SessionOut {
-  user: User;
-  csrf_token: string;
-  expires_at: string;
-}
-
-/** One entry of `GET /datasets/{id}/samples`. */
-export interface Sample {
-  index: number;
-  label: string;
-  text: string | null;
-  image_url: string | null;
-}
-
-export interface SamplesOut {
-  modality: "image" | "text";
-  samples: Sample[];
-}
-
-/** One layer of a model's `architecture`. */
-export interface Layer {
-  name: string;
-  op: string;
-  output_shape: (number | null)[];
-  params: number;
-  inputs: string[];
-}
-
-export interface Architecture {
-  input_shape: (number | null)[];
-  layers: Layer[];
-}
+export type SessionOut = Schemas["SessionOut"];
+/** `GET /datasets/{id}/samples` and one of its samples. */
+export type SamplesOut = Schemas["DatasetSamplesOut"];
+export type Sample = Schemas["SampleOut"];
+/** A model's `architecture` and one of its layers. */
+export type Architecture = Schemas["ArchitectureOut"];
+export type Layer = Schemas["LayerOut"];
 
 /** One point of `GET /jobs/{id}/pareto` (`synthesis/pareto.py`). */
 export interface ParetoPoint {

@@ -5,10 +5,10 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { createContext, useCallback, useContext, useEffect, useMemo, useState } from "react";
 import type { ReactNode } from "react";
-import { API, createApi, request } from "../api/client";
+import { createApi, unwrap } from "../api/client";
 import type { Api } from "../api/client";
 import { ApiError } from "../api/problem";
-import type { SessionOut, User } from "../api/types";
+import type { User } from "../api/types";
 
 export type AuthState =
   | { status: "loading" }
@@ -26,7 +26,11 @@ interface AuthValue {
 }
 
 const AuthContext = createContext<AuthValue | null>(null);
-const SESSION = `${API}/session`;
+
+/** A client for the session routes before there is a session (no CSRF token yet, a 401 is an answer). */
+function anonymous(): Api {
+  return createApi(() => null);
+}
 
 export function AuthProvider({ children }: { children: ReactNode }) {
   const [state, setState] = useState<AuthState>({ status: "loading" });
@@ -44,7 +48,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
 
   useEffect(() => {
     let live = true;
-    request<SessionOut>(SESSION)
+    unwrap(anonymous().GET("/api/v1/session"))
       .then((session) => {
         if (live) setState({ status: "signed-in", user: session.user, csrfToken: session.csrf_token, expiresAt: session.expires_at });
       })
@@ -59,21 +63,24 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   }, []);
 
   const signIn = useCallback(async (apiKey: string) => {
-    const session = await request<SessionOut>(SESSION, { method: "POST", json: { api_key: apiKey } });
+    const session = await unwrap(anonymous().POST("/api/v1/session", { body: { api_key: apiKey } }));
     queryClient.clear();
     setState({ status: "signed-in", user: session.user, csrfToken: session.csrf_token, expiresAt: session.expires_at });
   }, [queryClient]);
 
+  const api = useMemo(() => createApi(() => csrfToken, expire), [csrfToken, expire]);
+
   const signOut = useCallback(async () => {
     try {
-      await request<undefined>(SESSION, { method: "DELETE", csrfToken });
+      await unwrap(api.DELETE("/api/v1/session"));
+    } catch {
+      // signed out here whatever the API answered: an ended session is signed out too
     } finally {
       queryClient.clear();
       setState({ status: "signed-out", notice: "You are signed out." });
     }
-  }, [csrfToken, queryClient]);
+  }, [api, queryClient]);
 
-  const api = useMemo(() => createApi(() => csrfToken, expire), [csrfToken, expire]);
   const value = useMemo(() => ({ state, signIn, signOut, expire, api, csrfToken }), [state, signIn, signOut, expire, api, csrfToken]);
   return <AuthContext.Provider value={value}>{children}</AuthContext.Provider>;
 }

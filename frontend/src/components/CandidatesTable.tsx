@@ -18,6 +18,8 @@ import { formatCount, formatDuration, formatNumber, formatPercent } from "../lib
 import { StateBadge } from "./ui";
 
 const column = createColumnHelper<CandidateRow>();
+/** Statuses whose reason says why the candidate failed (others may carry a note, shown muted). */
+const FAILED = new Set(["failed", "rejected", "cancelled"]);
 
 const matchesText: FilterFn<CandidateRow> = (row, _columnId, value: string) => {
   const needle = value.trim().toLowerCase();
@@ -54,7 +56,13 @@ const columns = [
   numeric("predicted", "Predicted", (v) => formatPercent(v)),
   numeric("final", "Final accuracy", (v) => formatPercent(v)),
   column.accessor("status", { header: "Status", cell: (c) => <StateBadge state={c.getValue()} />, filterFn: "equalsString" }),
-  column.accessor("reason", { header: "Failure reason", cell: (c) => <span className="reason">{c.getValue() || "—"}</span> }),
+  column.accessor("reason", {
+    header: "Failure reason",
+    cell: (c) => {
+      const failed = FAILED.has(c.row.original.status);
+      return <span className={failed ? "reason" : "reason muted"}>{c.getValue() || "—"}</span>;
+    },
+  }),
   numeric("seconds", "Time", formatDuration),
 ];
 

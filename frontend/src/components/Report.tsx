@@ -42,6 +42,7 @@ export function ConfusionMatrix({ report }: { report: ReportOut }) {
         <Fact term="Test rows">{num(global.test_rows) ?? "—"}</Fact>
         <Fact term="Expected calibration error">{formatNumber(num(calibration.ece), 4)}</Fact>
       </dl>
+      <p className="hint">Rows: the true class; columns: the predicted class (test split).</p>
       <Chart option={option} height={Math.min(640, 160 + classes.length * 28)}
         label={`Confusion matrix of ${classes.length} classes on ${num(global.test_rows) ?? 0} test rows: rows are the true class, columns the predicted one`} />
       <details>
@@ -191,7 +192,7 @@ export function Explainability({ report }: { report: ReportOut }) {
               </tr>
             </thead>
             <tbody>
-              {suspects.slice(0, 25).map((s) => (
+              {suspects.slice(0, 10).map((s) => (
                 <tr key={num(s.row) ?? 0}>
                   <td className="num">{num(s.row)}</td>
                   <td>{str(s.given)}</td>
@@ -203,7 +204,7 @@ export function Explainability({ report }: { report: ReportOut }) {
           </table>
         </div>
       )}
-      {suspects.length > 25 ? <p className="muted">and {suspects.length - 25} more in the report page.</p> : null}
+      {suspects.length > 10 ? <p className="muted">and {suspects.length - 10} more in the report page.</p> : null}
     </Section>
   );
 }

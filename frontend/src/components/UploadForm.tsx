@@ -108,7 +108,7 @@ export function UploadForm({ onUploaded }: { onUploaded: (dataset: Dataset) => v
           </p>
         ) : null}
       </div>
-      <div className="row">
+      <div className="row top">
         <div className="field">
           <label htmlFor={`${id}-name`}>Name (optional)</label>
           <input id={`${id}-name`} value={name} maxLength={200} onChange={(event) => setName(event.target.value)}

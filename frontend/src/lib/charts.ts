@@ -61,7 +61,7 @@ export function paretoOption(points: ParetoPoint[], rows: CandidateRow[], axis: 
   return {
     tooltip: { trigger: "item" },
     legend: { top: 0 },
-    grid: { left: 56, right: 24, top: 36, bottom: 48 },
+    grid: { left: 56, right: 96, top: 56, bottom: 48 },
     xAxis: {
       type: axis === "params" ? "log" : "value",
       name: axis === "params" ? "parameters" : "latency (ms)",
@@ -111,7 +111,7 @@ export function confusionOption(matrix: number[][], classes: string[], dark = fa
     tooltip: { position: "top" },
     grid: { left: 8, right: 16, top: 16, bottom: many ? 64 : 40 },
     xAxis: { type: "category", data: classes, name: "predicted", nameLocation: "middle", nameGap: many ? 48 : 28, axisLabel: { rotate: many ? 60 : 0, interval: 0 } },
-    yAxis: { type: "category", data: classes, name: "true", inverse: true, axisLabel: { interval: 0 } },
+    yAxis: { type: "category", data: classes, inverse: true, axisLabel: { interval: 0 } },
     series: [{ type: "heatmap", name: "test rows", data, label: { show: classes.length <= 12 }, emphasis: { itemStyle: { borderWidth: 1, borderColor: "#f0a202" } } }],
   };
 }

@@ -18,6 +18,23 @@ export function describeEvent(event: JobEvent): string {
       return `Attempt ${num(p.attempt) ?? "?"} started${str(p.worker) ? ` on ${str(p.worker)}` : ""}${p.restarted === true ? " (restarted)" : ""}.`;
     case "stage":
       return `Stage: ${str(p.stage) ?? "?"}.`;
+    case "split":
+      return `Split: ${num(p.train) ?? "?"} training, ${num(p.val) ?? "?"} validation and ${num(p.test) ?? "?"} test rows.`;
+    case "leader_ahead":
+      return `Candidate ${str(p.candidate) ?? "?"} leads the search by a clear margin.`;
+    case "compress_round":
+      return `Compression (${str(p.stage) ?? "?"}): ${p.kept === true ? "kept" : "not kept"}, validation accuracy ${formatPercent(num(p.val_accuracy))}.`;
+    case "compress_prune":
+    case "compress_filters":
+      return `Compression pruned ${event.kind === "compress_filters" ? "filters" : "connections"}.`;
+    case "compress_buckets":
+      return "Compression chose its weight clusters.";
+    case "compress_retrain":
+      return `Compression retrained (${str(p.stage) ?? ""}${num(p.epochs) !== null ? `, ${num(p.epochs)} epochs` : ""}).`;
+    case "augmentation":
+      return `Augmentation checked on candidate ${str(p.candidate) ?? "?"}.`;
+    case "ensemble":
+      return "The winner was combined with the linear floor (an ensemble).";
     case "search_done":
       return `Search done after ${num(p.trials) ?? "?"} trials${str(p.reason) ? ` (${str(p.reason)})` : ""}.`;
     case "final":

@@ -5,7 +5,6 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { unwrap } from "../api/client";
-import { isStatus } from "../api/problem";
 import { keys, useDataset, useSamples } from "../api/queries";
 import type { Dataset } from "../api/types";
 import { useAuth } from "../auth/session";
@@ -18,7 +17,7 @@ import type { JsonObject } from "../lib/json";
 import { useTitle } from "../lib/useTitle";
 
 const RESIZE_REASONS: Record<string, string> = {
-  native: "kept at their native size (one size, at most the longest side allowed)",
+  native: "kept at their native size",
   declared: "resized to the size given at upload",
   "mixed-sizes": "resized to one size, as they came in several sizes",
   "too-large": "scaled down, as they were larger than the longest side allowed",
@@ -96,7 +95,7 @@ function Profile({ dataset }: { dataset: Dataset }) {
             <Fact term="Resize applied">
               {str(resize.policy) === "native" ? "none" : str(resize.policy)}: images were{" "}
               {RESIZE_REASONS[str(resize.reason) ?? ""] ?? str(resize.reason)}
-              {num(resize.max_native_side) !== null ? ` (longest side allowed: ${num(resize.max_native_side)} px)` : ""}
+              {num(resize.max_native_side) !== null ? ` (longest side trained natively: ${num(resize.max_native_side)} px)` : ""}
             </Fact>
             <Fact term="Native sizes">
               {formatCount(num(resize.native_sizes))} distinct; smallest {size(resize.smallest)}, largest {size(resize.largest)}, most
@@ -130,9 +129,7 @@ function Samples({ id }: { id: string }) {
   return (
     <Section title="Samples">
       {samples.isPending ? <Loading what="Loading samples" /> : null}
-      {samples.error ? (
-        isStatus(samples.error, 404) ? <p className="muted">This service does not show samples yet.</p> : <ErrorNote error={samples.error} />
-      ) : null}
+      <ErrorNote error={samples.error} prefix="No samples:" />
       {samples.data?.samples.length === 0 ? <p className="muted">No samples to show.</p> : null}
       {samples.data && samples.data.modality === "image" ? (
         <ul className="thumbs">

@@ -180,13 +180,13 @@ function Activity({ events }: { events: JobEvent[] }) {
   return (
     <Section title="Activity">
       {shown.length === 0 ? <p className="muted">No events yet.</p> : null}
-      <ol className="activity" reversed>
+      <ul className="activity">
         {shown.map((e) => (
           <li key={`${e.seq}-${e.kind}`} className={e.kind === "warning" || e.kind === "failed" ? "warn" : undefined}>
             <time dateTime={e.at ?? undefined}>{e.at ? new Date(e.at).toLocaleTimeString() : ""}</time> {describeEvent(e)}
           </li>
         ))}
-      </ol>
+      </ul>
     </Section>
   );
 }

@@ -1,6 +1,7 @@
 /** One trained model: its architecture, metrics, confusion matrix, compression before / after, explainability
  * report, a try-it box and its downloads. */
 
+import { useState } from "react";
 import { Link, useParams } from "react-router";
 import { useModel, useReport } from "../api/queries";
 import type { Architecture, Layer, Model } from "../api/types";
@@ -8,7 +9,7 @@ import { ConfusionMatrix, Explainability } from "../components/Report";
 import { TryIt } from "../components/TryIt";
 import { ErrorNote, Fact, Loading, Section } from "../components/ui";
 import { formatBytes, formatCount, formatDate, formatNumber, formatPercent, formatValue, shortId } from "../lib/format";
-import { arr, isObject, num, obj, str } from "../lib/json";
+import { arr, num, obj, str } from "../lib/json";
 import type { JsonObject } from "../lib/json";
 import { useTitle } from "../lib/useTitle";
 
@@ -18,31 +19,59 @@ function shape(dims: unknown): string {
 
 /** The model's `architecture`, when the API describes it. */
 export function architectureOf(model: Model): Architecture | null {
-  const value: unknown = (model as Model & { architecture?: unknown }).architecture;
-  if (!isObject(value) || !Array.isArray(value.layers)) return null;
-  return value as unknown as Architecture;
+  return model.architecture && Array.isArray(model.architecture.layers) ? model.architecture : null;
+}
+
+/** Layers that read only the layer before them and change little (normalisation, activation, dropout) join that
+ * layer's box unless every layer is asked for. */
+const FOLDED = new Set(["batch_norm", "activation", "dropout", "relu", "layer_norm"]);
+
+interface Block {
+  layers: Layer[];
+}
+
+export function foldLayers(layers: Layer[]): Block[] {
+  const blocks: Block[] = [];
+  for (const layer of layers) {
+    const last = blocks.at(-1);
+    const previous = last?.layers.at(-1)?.name;
+    if (last && FOLDED.has(layer.op) && layer.inputs.length === 1 && layer.inputs[0] === previous) last.layers.push(layer);
+    else blocks.push({ layers: [layer] });
+  }
+  return blocks;
 }
 
 function ArchitectureFlow({ architecture }: { architecture: Architecture }) {
+  const [every, setEvery] = useState(false);
   const total = architecture.layers.reduce((sum, layer) => sum + (layer.params || 0), 0);
+  const blocks = every ? architecture.layers.map((layer) => ({ layers: [layer] })) : foldLayers(architecture.layers);
   return (
     <>
-      <p className="muted">
-        {architecture.layers.length} layers, {formatCount(total)} parameters; input {shape(architecture.input_shape)}.
-      </p>
+      <div className="row toolbar">
+        <p className="muted">
+          {architecture.layers.length} layers, {formatCount(total)} parameters; input {shape(architecture.input_shape)}.
+        </p>
+        <label className="choice">
+          <input type="checkbox" checked={every} onChange={(event) => setEvery(event.target.checked)} /> Show every layer
+        </label>
+      </div>
       <ol className="arch-flow" aria-label="Layers from input to output">
         <li className="arch-box input">
           <span className="op">input</span> <span className="shape">{shape(architecture.input_shape)}</span>
         </li>
-        {architecture.layers.map((layer: Layer, i) => {
-          const previous = i > 0 ? architecture.layers[i - 1]?.name : undefined;
-          const branching = layer.inputs.length > 1 || (layer.inputs.length === 1 && previous !== undefined && layer.inputs[0] !== previous);
+        {blocks.map((block, i) => {
+          const first = block.layers[0] as Layer;
+          const last = block.layers.at(-1) ?? first;
+          const params = block.layers.reduce((sum, layer) => sum + (layer.params || 0), 0);
+          const previous = i > 0 ? blocks[i - 1]?.layers.at(-1)?.name : "input";
+          const branching = first.inputs.length > 1 || (first.inputs.length === 1 && first.inputs[0] !== previous);
           return (
-            <li key={layer.name} className={`arch-box op-${layer.op.replace(/[^a-z0-9_-]/gi, "")}`}>
-              <span className="op">{layer.op}</span> <span className="name">{layer.name}</span>
-              <span className="shape">→ {shape(layer.output_shape)}</span>
-              {layer.params ? <span className="params">{formatCount(layer.params)} params</span> : null}
-              {branching ? <span className="inputs">from {layer.inputs.join(", ")}</span> : null}
+            <li key={first.name} className={`arch-box op-${first.op.replace(/[^a-z0-9_-]/gi, "")}`}>
+              <span className="op">{block.layers.map((layer) => layer.op).join(" · ")}</span>{" "}
+              <span className="name">{first.name}</span>
+              <span className="shape">→ {shape(last.output_shape)}</span>
+              {params ? <span className="params">{formatCount(params)} params</span> : null}
+              {branching ? <span className="inputs">from {first.inputs.join(", ")}</span> : null}
             </li>
           );
         })}
@@ -102,8 +131,21 @@ function Compression({ compression }: { compression: JsonObject }) {
   );
 }
 
-const METRIC_ORDER = ["test_accuracy", "val_accuracy", "test_loss", "latency_ms", "params", "nonzero_params", "macs",
-  "weights_bytes", "onnx_bytes", "model_bytes", "trials", "search_stop", "candidate"];
+const METRICS: [string, string][] = [
+  ["test_accuracy", "Test accuracy"],
+  ["val_accuracy", "Validation accuracy"],
+  ["test_loss", "Test loss"],
+  ["latency_ms", "Latency (ms, one sample)"],
+  ["params", "Parameters"],
+  ["nonzero_params", "Non-zero parameters"],
+  ["macs", "Multiply-adds"],
+  ["weights_bytes", "Weights size"],
+  ["onnx_bytes", "ONNX size"],
+  ["model_bytes", "Compressed artifact size"],
+  ["trials", "Candidates tried"],
+  ["search_stop", "Search stopped"],
+  ["candidate", "Winning candidate"],
+];
 const PERCENT = new Set(["test_accuracy", "val_accuracy"]);
 const BYTES = new Set(["weights_bytes", "onnx_bytes", "model_bytes"]);
 
@@ -114,15 +156,15 @@ function Metrics({ model }: { model: Model }) {
     <Section title="Metrics">
       {warning ? <p className="warning">{warning}</p> : null}
       <dl className="facts">
-        {METRIC_ORDER.filter((key) => key in metrics).map((key) => (
-          <Fact key={key} term={key.replace(/_/g, " ")}>
+        {METRICS.filter(([key]) => key in metrics).map(([key, term]) => (
+          <Fact key={key} term={term}>
             {PERCENT.has(key) ? formatPercent(num(metrics[key])) : BYTES.has(key) ? formatBytes(num(metrics[key])) : formatValue(metrics[key])}
           </Fact>
         ))}
-        <Fact term="input">
+        <Fact term="Input">
           {shape(obj(model.input).shape)} {str(obj(model.input).dtype) ?? ""} ({model.preprocessing})
         </Fact>
-        <Fact term="classes">{model.classes.length}: {model.classes.slice(0, 12).join(", ")}{model.classes.length > 12 ? ", …" : ""}</Fact>
+        <Fact term="Classes">{model.classes.length}: {model.classes.slice(0, 12).join(", ")}{model.classes.length > 12 ? ", …" : ""}</Fact>
       </dl>
     </Section>
   );
