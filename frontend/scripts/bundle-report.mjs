@@ -1,6 +1,7 @@
 // Print the gzip size of every JS and CSS chunk the build emitted, and the initial bundle's total: the entry chunk
 // with the chunks and stylesheets it imports statically, plus whatever dist/index.html loads. Exits 1 when the
-// initial bundle is over the limit (300 kB gzip), so `npm run build` fails on a bundle that grew too big.
+// initial bundle is over the limit (300 kB gzip), or when ECharts is part of it (only the pages that chart, loaded
+// lazily, may import it), so `npm run build` fails on a bundle that grew too big.
 import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,10 +28,12 @@ function walk(folder) {
 // the initial bundle: the entry chunk and its static imports (transitively), with their CSS
 const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
 const initial = new Set();
+const initialSources = [];
 const visit = (key) => {
   const chunk = manifest[key];
   if (!chunk || initial.has(chunk.file)) return;
   initial.add(chunk.file);
+  initialSources.push(key, chunk.src ?? "", chunk.name ?? "", chunk.file);
   for (const css of chunk.css ?? []) initial.add(css);
   for (const imported of chunk.imports ?? []) visit(imported);
 };
@@ -54,6 +57,16 @@ for (const r of rows.sort((a, b) => Number(b.initial) - Number(a.initial) || b.g
 const total = rows.filter((r) => r.initial).reduce((sum, r) => sum + r.gzip, 0);
 const all = rows.reduce((sum, r) => sum + r.gzip, 0);
 console.log(`\ninitial bundle (entry + index.html): ${total.toFixed(2)} kB gzip (limit ${LIMIT_KB} kB); all chunks: ${all.toFixed(2)} kB gzip`);
+// ECharts marks its chart elements with this attribute name, a string that minification keeps
+const ECHARTS_MARK = "_echarts_instance_";
+const charting = [
+  ...initialSources.filter((source) => /echarts|(^|\/|_)Chart(\.tsx|-[\w-]+\.js)?$/.test(source)),
+  ...[...initial].filter((file) => file.endsWith(".js") && readFileSync(join(dist, file), "utf8").includes(ECHARTS_MARK)),
+];
+if (charting.length > 0) {
+  console.error(`bundle-report: ECharts is in the initial bundle (${[...new Set(charting)].join(", ")}); import it lazily`);
+  process.exit(1);
+}
 if (total > LIMIT_KB) {
   console.error(`bundle-report: the initial bundle is ${total.toFixed(2)} kB gzip, over the ${LIMIT_KB} kB limit`);
   process.exit(1);
