@@ -3,6 +3,7 @@ import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { BrowserRouter } from "react-router";
 import { App } from "./App";
+import { ApiError } from "./api/problem";
 import { AuthProvider } from "./auth/session";
 import "./styles.css";
 
@@ -11,8 +12,13 @@ const queryClient = new QueryClient({
     queries: {
       staleTime: 10_000,
       refetchOnWindowFocus: false,
-      // a refusal (4xx) will not change by asking again; a network error or a 5xx may
-      retry: (failures, error) => failures < 2 && !(error instanceof Error && "status" in error && Number(error.status) < 500),
+      // a refusal (4xx) will not change by asking again; a network error, a 5xx or a 429 may, after Retry-After
+      retry: (failures, error) =>
+        failures < 2 && (!(error instanceof ApiError) || error.status >= 500 || error.status === 429),
+      retryDelay: (failures, error) =>
+        error instanceof ApiError && error.retryAfter !== null
+          ? Math.min(error.retryAfter, 30) * 1000
+          : Math.min(1000 * 2 ** failures, 10_000),
     },
   },
 });

@@ -108,7 +108,7 @@ function Example({ example, images, modality, method }: { example: JsonObject; i
     return (
       <li>
         <figure className={given === predicted ? "right" : "wrong"}>
-          {url ? <img src={url} alt={`${methodName(method)} of ${caption}`} loading="lazy" /> : <span className="muted">no image</span>}
+          {url ? <img src={url} alt={`${methodName(method)} of ${caption}`} /> : <span className="muted">no image</span>}
           <figcaption>{caption}</figcaption>
         </figure>
       </li>

@@ -3,6 +3,7 @@
 
 import { useEffect, useId, useRef, useState } from "react";
 import type { DragEvent, SubmitEvent } from "react";
+import { Link } from "react-router";
 import { ApiError, errorMessage, reasonInWords } from "../api/problem";
 import type { Dataset } from "../api/types";
 import { uploadDataset } from "../api/upload";
@@ -149,7 +150,7 @@ export function UploadForm({ onUploaded }: { onUploaded: (dataset: Dataset) => v
       {phase.kind === "done" ? (
         <p role="status" className="success">
           Uploaded <strong>{phase.dataset.name}</strong>: {phase.dataset.sample_count.toLocaleString("en-US")} samples in{" "}
-          {phase.dataset.classes.length} classes.
+          {phase.dataset.classes.length} classes. <Link to={`/datasets/${phase.dataset.id}`}>Open its profile</Link>
         </p>
       ) : null}
     </form>

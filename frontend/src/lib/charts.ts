@@ -103,7 +103,7 @@ export function confusionOption(matrix: number[][], classes: string[], dark = fa
     row.map((count, p) => ({
       value: [p, t, count],
       itemStyle: { color: heatColour(count / top, dark) },
-      label: { color: count / top > 0.45 ? "#ffffff" : dark ? "#e6e8eb" : "#1b1f24" },
+      label: { color: count / top > 0.45 ? (dark ? "#0b1220" : "#ffffff") : dark ? "#e6e8eb" : "#1b1f24" },
     })),
   );
   const many = classes.length > 12;

@@ -136,7 +136,7 @@ function Samples({ id }: { id: string }) {
           {samples.data.samples.map((s) => (
             <li key={s.index}>
               <figure>
-                {s.image_url ? <img src={s.image_url} alt={`Sample ${s.index}, labelled ${s.label}`} loading="lazy" /> : null}
+                {s.image_url ? <img src={s.image_url} alt={`Sample ${s.index}, labelled ${s.label}`} /> : null}
                 <figcaption>{s.label}</figcaption>
               </figure>
             </li>
