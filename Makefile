@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install frontend run test lint typecheck unit bench clean
+.PHONY: install frontend frontend-check run test lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,20 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# the dashboard, when frontend/ has one: built to static files the API serves
-frontend:
-	@if [ -f frontend/package.json ]; then cd frontend && npm ci --no-audit --no-fund && npm run build; fi
+# the dashboard: npm ci from the committed lock file (again only when it changes), then built to static files
+# (frontend/dist) that the API serves at /
+NODE_STAMP := frontend/node_modules/.installed
+
+$(NODE_STAMP): frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+frontend: $(NODE_STAMP)
+	cd frontend && npm run build
+
+# the dashboard's own checks: ESLint, TypeScript, Vitest
+frontend-check: $(NODE_STAMP)
+	cd frontend && npm run lint && npm run typecheck && npm test
 
 run: install frontend
 	$(BIN)/netsynth run
@@ -31,14 +42,14 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install frontend  # the browser tests drive the built dashboard
 	$(BIN)/pytest -q -n 2 || [ $$? -eq 5 ]  # two processes (pytest-xdist); exit 5 = no tests collected
 
-test: lint typecheck unit
+test: lint typecheck frontend-check unit
 
 bench: install
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/core_throughput.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache frontend/node_modules frontend/dist

@@ -49,3 +49,9 @@ def test_dockerfile_installs_every_package_the_services_run() -> None:
     for folder in ("core", "synthesis", "store", "workers", "api", "migrations"):
         assert f"COPY {folder} ./{folder}" in dockerfile
     assert "alembic.ini" in dockerfile
+
+
+def test_dockerfile_builds_the_dashboard_the_api_serves() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "npm ci" in dockerfile and "npm run build" in dockerfile
+    assert "COPY --from=dashboard /frontend/dist ./frontend/dist" in dockerfile  # api/dashboard.py's default folder
