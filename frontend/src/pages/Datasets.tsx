@@ -1,7 +1,7 @@
 /** Uploading datasets, and the list of the caller's datasets. */
 
 import { useQueryClient } from "@tanstack/react-query";
-import { Link } from "react-router";
+import { Link, useNavigate } from "react-router";
 import { keys, useDatasets } from "../api/queries";
 import { UploadForm } from "../components/UploadForm";
 import { ErrorNote, Loading } from "../components/ui";
@@ -12,6 +12,7 @@ export default function DatasetsPage() {
   useTitle("Datasets");
   const datasets = useDatasets();
   const queryClient = useQueryClient();
+  const navigate = useNavigate();
 
   return (
     <>
@@ -20,6 +21,7 @@ export default function DatasetsPage() {
         onUploaded={(dataset) => {
           queryClient.setQueryData(keys.dataset(dataset.id), dataset);
           void queryClient.invalidateQueries({ queryKey: keys.datasets, exact: true });
+          void navigate(`/datasets/${dataset.id}`); // its profile: what the service made of the file
         }}
       />
       <section className="panel" aria-labelledby="datasets-title">

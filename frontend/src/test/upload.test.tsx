@@ -95,7 +95,7 @@ describe("dataset upload", () => {
     expect(screen.queryByRole("progressbar")).not.toBeInTheDocument();
   });
 
-  it("lists the new dataset once the upload is accepted", async () => {
+  it("opens the new dataset's profile once the upload is accepted, and lists it", async () => {
     vi.stubGlobal("XMLHttpRequest", FakeXhr);
     const dataset = {
       id: "11111111-1111-1111-1111-111111111111", name: "digits", modality: "image", format: "image_zip",
@@ -103,12 +103,18 @@ describe("dataset upload", () => {
       size_bytes: 1000, checksum: "ab".repeat(32), profile: {}, created_at: "2026-12-05T10:00:00Z",
     };
     let listed: unknown[] = [];
-    renderApp("/datasets", { "GET /api/v1/datasets": () => ({ json: listed }) });
+    renderApp("/datasets", {
+      "GET /api/v1/datasets": () => ({ json: listed }),
+      [`GET /api/v1/datasets/${dataset.id}/samples`]: { json: { modality: "image", samples: [] } },
+    });
     expect(await screen.findByText(/No datasets yet/)).toBeInTheDocument();
     const { xhr } = await chooseAndUpload();
     listed = [dataset];
     act(() => xhr.answer(201, dataset));
-    expect(await screen.findByText(/Uploaded/)).toHaveTextContent("10 samples in 2 classes");
+    expect(await screen.findByRole("heading", { name: "Dataset digits" })).toBeInTheDocument();
+    expect(screen.getByText("Samples", { selector: "dt" }).nextSibling).toHaveTextContent("10");
+    const user = userEvent.setup();
+    await user.click(screen.getByRole("navigation", { name: "Main" }).querySelector("a[href='/datasets']") as HTMLElement);
     const table = await screen.findByRole("table");
     expect(within(table).getByRole("link", { name: "digits" })).toHaveAttribute("href", `/datasets/${dataset.id}`);
   });
