@@ -7,6 +7,7 @@ OpenAPI document included, always come first):
 * a file of the build: under `assets/` (content-hashed names) with a year-long immutable cache, any other (e.g. a
   favicon) with `no-cache`; a missing file under `assets/` is a 404 problem;
 * any other path: `index.html` with `no-cache`, so that the single-page app routes it in the browser;
+* gzipped when the browser accepts it;
 * without a build (no `index.html`): a small page saying the dashboard is not built and that `make run` builds it,
   with status 503 (the API itself works).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,6 +32,9 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 """Cache-Control of the build's assets: their names change with their content."""
 NO_CACHE = "no-cache"
 """Cache-Control of the page and the build's other files: revalidated each time, so a new build shows at once."""
+GZIP_LEVEL = 6
+"""Compression of the dashboard's files for a browser that accepts gzip (its script is a third of the bytes gzipped);
+the API's own responses are left as they are."""
 HEADERS = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "frame-ancestors 'none'"}
 """Headers of every dashboard response: no content sniffing, and no framing by another page."""
 NOT_BUILT = """<!doctype html>
@@ -81,7 +86,10 @@ class Dashboard:
         response = None
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and not _is_api(scope["path"]):
             response = self._response(scope["path"])
-        await (self.fallback if response is None else response)(scope, receive, send)
+        if response is None:
+            await self.fallback(scope, receive, send)
+        else:
+            await GZipMiddleware(response, compresslevel=GZIP_LEVEL)(scope, receive, send)
 
 
 def install_dashboard(app: FastAPI, directory: Path | None) -> None:

@@ -83,6 +83,17 @@ async def test_assets_are_cached_for_good_and_other_files_revalidated(served: ht
     assert icon.headers["cache-control"] == "no-cache"
 
 
+async def test_assets_are_gzipped_for_a_browser_that_accepts_it(served: httpx.AsyncClient, build: Path) -> None:
+    script = "".join(f"export const chart{i} = () => {i} * Math.random();\n" for i in range(2000))
+    (build / "assets" / "chart-9b1c.js").write_text(script)
+    r = await served.get("/assets/chart-9b1c.js", headers={"Accept-Encoding": "gzip"})
+    assert r.headers["content-encoding"] == "gzip" and r.text == script  # httpx decodes it
+    assert r.num_bytes_downloaded < len(script) / 3  # bytes on the wire
+    assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    plain = await served.get("/assets/chart-9b1c.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.text == script
+
+
 async def test_a_missing_asset_is_a_404_not_the_page(served: httpx.AsyncClient) -> None:
     assert_problem(await served.get("/assets/app-0000.js"), 404)
 
