@@ -196,6 +196,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
     if key is not None:
         print(f"local admin {settings.admin_email}: API key (shown once, store it now): {key}", flush=True)
     worker = subprocess.Popen(worker_command(args.queues, settings.worker_devices), start_new_session=True)
+    print(f"netsynth at http://{args.host}:{args.port}/ : the dashboard (sign in with an API key), the API under "
+          "/api/v1, its documentation at /docs", flush=True)
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port)
     finally:
