@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from store.settings import Settings
 from tests.dashboard.conftest import Console, screenshot
@@ -30,27 +30,41 @@ def _nav(page: Page, name: str) -> None:
     page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True).click()
 
 
+def _tab_to(page: Page, target: Locator, most: int = 12) -> None:
+    """Press Tab until `target` has the focus (AssertionError if it never gets it)."""
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if target.evaluate("element => element === document.activeElement"):
+            return
+    raise AssertionError(f"{target} is not reachable with Tab")
+
+
 def _sign_in(page: Page, url: str, key: str) -> None:
-    """A wrong key is refused in words; the right one opens the dashboard and is kept nowhere in the page."""
+    """A wrong key is refused in words; the right one, typed and sent from the keyboard alone, opens the dashboard
+    and is kept nowhere in the page."""
     page.goto(url)
-    page.keyboard.press("Tab")  # keyboard reachable: the key field is the first stop after the skip link
-    expect(page.get_by_label("API key")).to_be_visible()
-    page.get_by_label("API key").fill("nsk_not-a-key")
+    page.get_by_label("API key").fill("ns_not-a-key")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("alert")).to_contain_text(re.compile(r"key", re.I))
     screenshot(page, "sign-in-wrong-key")
-    page.get_by_label("API key").fill(key)
-    page.get_by_label("API key").press("Enter")
+    page.get_by_label("API key").fill("")
+    page.locator("body").focus()
+    _tab_to(page, page.get_by_label("API key"))
+    page.keyboard.type(key)
+    _tab_to(page, page.get_by_role("button", name="Sign in"))
+    page.keyboard.press("Enter")
     expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     stored = page.evaluate("() => JSON.stringify([{...localStorage}, {...sessionStorage}, document.cookie])")
     assert key not in stored
     (cookie,) = [c for c in page.context.cookies() if c["name"] == "netsynth_session"]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    _tab_to(page, page.get_by_role("link", name="Datasets", exact=True))  # the header, from the keyboard too
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/datasets$"))
 
 
 def _upload(page: Page, bad: Path, good: Path) -> str:
     """A file that is not a dataset shows the server's reason; digits upload and show their profile."""
-    _nav(page, "Datasets")
     page.get_by_label("Dataset file").set_input_files(str(bad))
     page.get_by_role("button", name="Upload").click()
     expect(page.get_by_role("alert")).to_contain_text(re.compile(r"zip|archive|dataset", re.I))
@@ -136,11 +150,15 @@ def test_dashboard_upload_to_prediction(pg_redis_settings: Settings, digits: Dig
         _model(page, client, keys.alice, job["model_ids"][0], digits, tmp_path)
 
         page.set_viewport_size({"width": 360, "height": 800})
-        page.goto(f"{api.url}/jobs/{job_id}")
-        expect(page.get_by_role("button", name="Cancel")).to_be_visible()
-        overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 1, f"the job page is {overflow} px wider than a 360 px window"
-        screenshot(page, "job-narrow")
+        for path, shown in ((f"/jobs/{job_id}", "Cancel"), (f"/models/{job['model_ids'][0]}", "Predict"),
+                            (f"/datasets/{dataset_id}", "Delete"), ("/jobs/new", "Start job"),
+                            ("/datasets", "Upload"), ("/keys", "Create key"), ("/jobs", "Sign out")):
+            page.goto(api.url + path)
+            expect(page.get_by_role("button", name=shown, exact=True)).to_be_visible()
+            overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 1, f"{path} is {overflow} px wider than a 360 px window"
+            if path.startswith("/jobs/") and path != "/jobs/new":
+                screenshot(page, "job-narrow")
         page.set_viewport_size({"width": 1280, "height": 900})
 
         dark = browser.new_context(color_scheme="dark", viewport={"width": 1280, "height": 900})

@@ -50,6 +50,7 @@ export function useJobs() {
   return useQuery({
     queryKey: keys.jobs,
     queryFn: () => unwrap(api.GET("/api/v1/jobs", { params: { query: { limit: 200 } } })),
+    staleTime: 0, // asked again whenever a page shows it: jobs also start from the API, the CLI and other tabs
     refetchInterval: (query) => (query.state.data?.some((job) => !isTerminal(job.state)) ? LIVE_MS : false),
   });
 }
