@@ -29,6 +29,7 @@ def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
     metrics["loss"] = entry.get("loss")  # the excess validation loss of a fully trained one (synthesis.select)
     cost = {k: entry[k] for k in ("seconds", "params", "macs", "memory_bytes", "latency_ms", "reason", "index")}
     cost["worker"] = entry.get("worker", "")  # which worker process trained it
+    cost["started_at"] = entry.get("started_at")  # the fraction of the budget spent when it started
     return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,
                      status=STATUS.get(entry["status"], CandidateStatus.FAILED))
 

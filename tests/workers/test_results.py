@@ -3,6 +3,7 @@ there whole or not at all."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
-from store.models import Job, JobEvent, Report, ReportImage, TrainedModel
+from store.models import CandidateStatus, Job, JobEvent, Report, ReportImage, TrainedModel
 from store.reports import find_report, report_files, save_report
 from synthesis.deliver import Delivered
 from synthesis.engine import Synthesis, Task
@@ -120,3 +121,13 @@ def test_each_variant_is_saved_with_its_architecture(factory: sessionmaker[Sessi
         saved = {m.variant: m.architecture for m in s.scalars(select(TrainedModel))}
     assert saved == {"dense": {"input_shape": [2, 2, 1], "layers": layers},
                      "compressed": {"input_shape": [2, 2, 1], "layers": []}}
+
+
+def test_a_candidate_row_keeps_when_the_trial_started() -> None:
+    entry = {"id": "ab12", "origin": "seed:hand-cnn", "arch": {}, "hparams": {}, "curve": [0.5, 0.7],
+             "predicted": 0.8, "accuracy": 0.7, "epochs": 2, "loss": None, "seconds": 3.5, "params": 100, "macs": 900,
+             "memory_bytes": 4096, "latency_ms": 0.1, "reason": "", "index": 4, "status": "completed",
+             "started_at": 0.3125}
+    row = results.candidate_row(uuid.uuid4(), entry)
+    assert row.cost["started_at"] == 0.3125 and row.cost["index"] == 4  # the dashboard's best-so-far-over-time
+    assert row.metrics["curve"] == [0.5, 0.7] and row.status is CandidateStatus.TRAINED

@@ -81,7 +81,7 @@ export function mergeCandidates(stored: CandidateRow[], live: CandidateRow[]): C
   const byIndex = new Map<number, CandidateRow>();
   for (const r of live) byIndex.set(r.index, r);
   for (const r of stored) {
-    // the stored log has no start times: keep the one its live event carried
+    // logs stored before start times were kept have none: keep the one its live event carried
     const seen = byIndex.get(r.index);
     byIndex.set(r.index, r.startedAt === null && seen ? { ...r, startedAt: seen.startedAt } : r);
   }
