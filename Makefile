@@ -28,9 +28,9 @@ $(NODE_STAMP): frontend/package-lock.json
 frontend: $(NODE_STAMP)
 	cd frontend && npm run build
 
-# the dashboard's own checks: ESLint, TypeScript, Vitest
+# the dashboard's own checks: ESLint (type-aware) and Vitest; TypeScript checks it in the build (`tsc -b`)
 frontend-check: $(NODE_STAMP)
-	cd frontend && npm run lint && npm run typecheck && npm test
+	cd frontend && npm run lint && npm test
 
 run: install frontend
 	$(BIN)/netsynth run
