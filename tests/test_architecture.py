@@ -1,5 +1,5 @@
 """The layout's import arrows hold: core imports no other package of ours, the API imports no engine package
-(that serving requests never loads JAX is tests/api/test_app.py's)."""
+(that serving requests never loads JAX is tests/api/test_app.py's), the Python client nothing of the server."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("core", "synthesis", "store", "workers", "api")
+PACKAGES = ("core", "synthesis", "store", "workers", "api", "netsynth")
 ALLOWED = {
     "core": set(),
     "synthesis": {"core"},
     "store": set(),
     "workers": {"core", "synthesis", "store"},
-    "api": {"store"},
+    "api": {"store", "netsynth"},  # the `netsynth` command hands its remote commands to the client
+    "netsynth": set(),  # the Python client: nothing of the server
 }
 
 
