@@ -184,6 +184,17 @@ def cmd_handed_over(_settings: Settings, args: argparse.Namespace) -> None:
     os.execv(command[0], command)
 
 
+REMOTE = ("datasets", "jobs", "models")
+"""The command groups that drive a service over its HTTP API (`netsynth.cli`, the Python client's)."""
+
+
+def cmd_remote(_settings: Settings, args: argparse.Namespace) -> None:
+    """Run a remote command (`REMOTE`) with the client's command line; exit with its status."""
+    from netsynth.cli import main as remote_main
+
+    sys.exit(remote_main([args.command, *args.rest]))
+
+
 def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
     """The embedded default: migrate, create a local admin on first start, then serve the API and one worker."""
     import uvicorn
@@ -252,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_handed_over, command="explain")
     add_predict_parser(sub)
+    for name, what in zip(REMOTE, ("upload and list datasets on a service (NETSYNTH_URL, NETSYNTH_API_KEY)",
+                                   "create, list, watch and cancel jobs on a service",
+                                   "download models from a service and predict with them"), strict=True):
+        p = sub.add_parser(name, add_help=False, help=f"{what} (netsynth {name} --help)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=cmd_remote, command=name)
     p = sub.add_parser("run", help="migrate, create a local admin, serve the API with one worker (Ctrl-C stops)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -271,6 +288,10 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] and argv[0] in HANDED_OVER:  # their options (--help included) are their modules', passed on untouched
         args = argparse.Namespace(func=cmd_handed_over, command=argv[0], rest=argv[1:])
+    elif argv[:1] and argv[0] in REMOTE:  # the client's own command line, which needs no settings
+        from netsynth.cli import main as remote_main
+
+        return remote_main(argv)
     else:
         args = parser.parse_args(argv)
     settings = settings or Settings()
