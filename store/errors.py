@@ -79,3 +79,8 @@ class RateLimited(StoreError):
         super().__init__(detail)
         self.retry_after = retry_after
         self.detail = detail
+
+
+class BlobStoreUnavailable(Unavailable):
+    """The blob store cannot be used: its bucket is missing, it refuses the service's credentials or it does not
+    answer; the message says which (nothing was written)."""

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from store.blobs import blob_url_kind
 from store.ingest.limits import Limits
 from store.leases import MAX_ATTEMPTS
 
@@ -20,6 +21,9 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./var/netsynth.db"
     broker_url: str = "filesystem://./var/broker"
     blob_dir: Path = Path("./var/blobs")
+    blob_url: str = ""
+    s3_endpoint_url: str = ""
+    blob_cache_bytes: int = Field(default=4 * 1024**3, ge=0)
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)
     min_samples_per_class: int = Field(default=5, ge=1)
     max_classes: int = Field(default=1000, ge=2)
@@ -38,6 +42,13 @@ class Settings(BaseSettings):
     admin_email: str = "admin@localhost"
     session_hours: float = Field(default=12.0, gt=0, le=24 * 366)
     dashboard_dir: Path | None = None
+
+    @field_validator("blob_url")
+    @classmethod
+    def _known_blob_store(cls, value: str) -> str:
+        """A NETSYNTH_BLOB_URL naming no store is refused at start, not at the first upload."""
+        blob_url_kind(value)
+        return value
 
     @field_validator("dashboard_dir", mode="before")
     @classmethod

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery import Task, signals
 
-from store.blobs import FileBlobStore
+from store.blobs import make_blob_store
 from store.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
 from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
@@ -28,7 +28,7 @@ def _context() -> Context:
     """This pool process's settings, database engine and blob store, made on first use (after the fork)."""
     settings = Settings()
     factory = make_session_factory(make_engine(settings.database_url))
-    return Context(settings, factory, FileBlobStore(settings.blob_dir), worker_identity())
+    return Context(settings, factory, make_blob_store(settings), worker_identity())
 
 
 def _uuid(text: str, task: str) -> uuid.UUID | None:
@@ -89,10 +89,11 @@ def reap_once(settings: Settings) -> list[uuid.UUID]:
 
 
 def sweep_once(settings: Settings) -> int:
-    """Remove the partial files abandoned in the blob store (a process killed mid-upload or mid-write left them)."""
-    removed = FileBlobStore(settings.blob_dir).sweep()
+    """Remove the partial files (and, on S3, the multipart uploads) abandoned in the blob store: a process killed
+    mid-upload or mid-write left them."""
+    removed = make_blob_store(settings).sweep()
     for path in removed:
-        log.warning("removed the abandoned partial file %s", path)
+        log.warning("removed the abandoned partial write %s", path)
     return len(removed)
 
 

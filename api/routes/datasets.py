@@ -18,7 +18,7 @@ from api.openapi import ProblemRoute, problems
 from api.schemas import storable
 from api.schemas.datasets import DatasetOut
 from api.upload import Received, receive_file
-from store.blobs import BlobStore, FileBlobStore
+from store.blobs import BlobStore, make_blob_store
 from store.errors import (
     Conflict,
     DatasetRejected,
@@ -51,7 +51,7 @@ UPLOAD_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"mu
 
 def get_blobs(settings: SettingsDep) -> BlobStore:
     """The blob store dataset files live in."""
-    return FileBlobStore(settings.blob_dir)
+    return make_blob_store(settings)
 
 
 BlobsDep = Annotated[BlobStore, Depends(get_blobs)]

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import make_engine, make_session_factory
 from store.migrate import upgrade
+from tests.store.s3server import S3Server, s3_skip_reason
 
 PG_ADMIN = os.environ.get("NETSYNTH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -80,3 +81,17 @@ def factory(engine: Engine) -> sessionmaker[Session]:
 def session(factory: sessionmaker[Session]) -> Iterator[Session]:
     with factory() as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A real S3-compatible server (SeaweedFS) for the session; skips when `weed` is missing, fails on CI."""
+    if (reason := s3_skip_reason()) is not None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    server = S3Server().start()
+    try:
+        yield server
+    finally:
+        server.stop()
