@@ -14,54 +14,56 @@ import json
 import re
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 USAGE_ERROR = 2
 MAX_TOLERANCE = 0.2
 """The largest compression tolerance (as the API's)."""
 _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
-REDRAW_S = 0.2
 
 
 class ProgressBar:
-    """A `synthesis.progress.Reporter` drawing one line: stage, elapsed against the budget, best accuracy."""
+    """A `synthesis.progress.Reporter` drawn with rich on stderr: the stage, the share of the budget spent, the time
+    elapsed against the budget, the best accuracy and the trials so far. Use it as a context manager."""
 
-    def __init__(self, budget_text: str, stream: TextIO = sys.stderr) -> None:
-        self.budget_text, self.stream = budget_text, stream
-        self.started, self.stage_name, self.best, self.trials = time.monotonic(), "starting", 0.0, 0
-        self.fraction, self.drawn = 0.0, -float("inf")
+    def __init__(self, budget_text: str, console: Console | None = None) -> None:
+        self.best, self.trials, self.fraction = 0.0, 0, 0.0
+        self.bar = Progress(TextColumn("{task.fields[stage]:<15}"), BarColumn(), TimeElapsedColumn(),
+                            TextColumn("of {task.fields[budget]:<10} best {task.fields[best]:.4f}  trials "
+                                       "{task.fields[trials]}"), console=console or Console(stderr=True))
+        self.task = self.bar.add_task("synthesize", total=1.0, stage="starting", budget=budget_text, best=0.0,
+                                      trials=0)
 
-    def _draw(self) -> None:
-        self.drawn = time.monotonic()
-        elapsed = self.drawn - self.started
-        bar = "#" * int(20 * min(self.fraction, 1.0))
-        self.stream.write(f"\r[{bar:<20}] {self.stage_name:<15} {elapsed:7.1f} s of {self.budget_text:<10} "
-                          f"best {self.best:.4f}  trials {self.trials}   ")
-        self.stream.flush()
+    def __enter__(self) -> ProgressBar:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.bar.stop()
 
     def stage(self, name: str) -> None:
         """Show the new stage."""
-        self.stage_name = name
-        self._draw()
+        self.bar.update(self.task, stage=name)
 
     def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
-        """Move the bar (redrawn at most every `REDRAW_S`: synthesis reports before every training step)."""
-        self.fraction = max(self.fraction, fraction)
+        """Move the bar (rich redraws it a few times a second, however often synthesis reports)."""
         self.best = max(self.best, float(metrics.get("val_accuracy", 0.0)))
-        if time.monotonic() - self.drawn >= REDRAW_S:
-            self._draw()
+        self.fraction = max(self.fraction, min(fraction, 1.0))
+        self.bar.update(self.task, completed=self.fraction, best=self.best)
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Count trials and keep the best accuracy seen."""
         if kind == "candidate":
             self.trials += 1
             self.best = max(self.best, float(payload.get("accuracy", 0.0)))
-        self._draw()
+        self.bar.update(self.task, best=self.best, trials=self.trials)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,8 +174,8 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     options = Options(seed=args.seed, constraints=constraints)
     if args.tolerance is not None:
         options = replace(options, tolerance=args.tolerance)
-    result = synthesize(replace(prepared.task, classes=prepared.classes), budget, options, ProgressBar(budget_text))
-    print(file=sys.stderr)
+    with ProgressBar(budget_text) as bar:
+        result = synthesize(replace(prepared.task, classes=prepared.classes), budget, options, bar)
     model = result.model
     files = package_files(model.spec, model.weights, model.onnx, prepared.preprocessing, prepared.classes,
                           model.metrics, report=model.report.files() if model.report else None)

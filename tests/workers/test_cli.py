@@ -206,3 +206,18 @@ def test_cli_synthesizes_texts_with_the_ngram_bag_and_predicts_raw_texts(tmp_pat
     refused = _explain(out, held_out, "gradcam", tmp_path / "no")
     assert refused.returncode == 2 and "does not explain text models" in refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_progress_bar_shows_stage_best_accuracy_and_trials() -> None:
+    from rich.console import Console
+
+    console = Console(record=True, force_terminal=True, width=120)
+    with cli.ProgressBar("60 s", console=console) as bar:
+        bar.stage("search")
+        bar.progress(0.5, {"val_accuracy": 0.8})
+        bar.event("candidate", {"accuracy": 0.9123})
+        bar.event("candidate", {"accuracy": 0.5})
+        bar.progress(0.25, {})  # the bar never goes back
+    assert bar.fraction == 0.5 and bar.trials == 2 and bar.best == 0.9123
+    shown = console.export_text()
+    assert "search" in shown and "of 60 s" in shown and "best 0.9123  trials 2" in shown
