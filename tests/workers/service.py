@@ -47,7 +47,10 @@ def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a child process `settings`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETSYNTH_")}
     env.update({"NETSYNTH_DATABASE_URL": settings.database_url, "NETSYNTH_BROKER_URL": settings.broker_url,
-                "NETSYNTH_BLOB_DIR": str(settings.blob_dir), "NETSYNTH_DEFAULT_QUEUE": settings.default_queue,
+                "NETSYNTH_BLOB_DIR": str(settings.blob_dir), "NETSYNTH_BLOB_URL": settings.blob_url,
+                "NETSYNTH_S3_ENDPOINT_URL": settings.s3_endpoint_url,
+                "NETSYNTH_BLOB_CACHE_BYTES": str(settings.blob_cache_bytes),
+                "NETSYNTH_DEFAULT_QUEUE": settings.default_queue,
                 "NETSYNTH_LEASE_SECONDS": str(settings.lease_seconds), "PYTHONUNBUFFERED": "1",
                 "JAX_PLATFORMS": "cpu"})
     env.pop("XLA_FLAGS", None)  # the test process's 2-device flag is not the worker's business
