@@ -64,20 +64,23 @@ class Measured:
 
     @classmethod
     def from_scale(cls, path: Path) -> Measured:
-        """The figures of `bench/scale.py`'s results; its 2-workers-1-job phase for the per-candidate ones."""
+        """The figures of `bench/scale.py`'s results: seconds per candidate pooled over every phase's jobs (a few
+        candidates each), a job's transactions per second from the 1-worker phase (no remote trials), the
+        coordinator's CPU and the weight bytes from the 2-workers-1-job phase (the one that sends trials)."""
         doc = json.loads(path.read_text())
         phases = {p["name"]: p for p in doc["phases"]}
         one, two = phases["1 worker, 1 job"], phases["2 workers, 1 job"]
-        job = one["jobs"][0]
+        jobs = [j for p in doc["phases"] for j in p["jobs"] if j["trained"]]
+        searched = [j["search_s"] for j in jobs if j["search_s"]]
         coord = two["coordinator_cpu"]
         budget = float(doc["settings"]["budget_s"])
-        return cls(train_s=float(two["train_s_per_candidate"] or one["train_s_per_candidate"]),
-                   search_fraction=float(job["search_s"]) / budget if job["search_s"] else cls.search_fraction,
+        return cls(train_s=sum(j["train_s"] for j in jobs) / sum(j["trained"] for j in jobs),
+                   search_fraction=sum(searched) / len(searched) / budget if searched else cls.search_fraction,
                    pg_job_tps=float(one["postgres"]["transactions_per_s"]),
                    submit_ms=float(coord["submit_ms"]), poll_ms=float(coord["poll_ms"]),
                    decode_ms=float(coord["decode_ms"] or cls.decode_ms),
                    weight_bytes=float(two["blobs"]["bytes_per_remote_trial"] or cls.weight_bytes),
-                   source=f"{path.name} ({doc['settings']['date']}, budget {budget:.0f} s)")
+                   source=f"{path.name} ({doc['settings']['date']}, budget {budget:.0f} s, {len(jobs)} jobs)")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class Design:
 
     poll_s: float = 0.25  # synthesis.search.POLL_S: the coordinator reads its trial rows this often
     watch_s: float = 1.0  # workers.subtask._watch: a running trial reads its row this often
+    watch_in_redis: bool = False  # whether that check reads a Redis key instead (one command, no transaction)
     pg_per_trial: float = 4.0  # insert (submit), claim, report (workers.subtask), candidate event (reporter)
     redis_per_trial: float = 10.0  # LPUSH; BRPOP; MULTI/ZADD/HSET/EXEC to hold it unacked; MULTI/ZREM/HDEL/EXEC
     brpop_s: float = 1.0  # an idle worker's BRPOP times out and is sent again this often (kombu's default)
@@ -107,7 +111,7 @@ class Design:
         """The next step, for what then limits (PostgreSQL): a trial row's report sends NOTIFY, which wakes its
         coordinator (a poll every 5 s only as a fallback), and a running trial learns of its cancellation from a
         Redis key read every 10 s instead of its row every second."""
-        return replace(self.improved(), poll_s=5.0, wake_s=0.05, watch_s=10.0,
+        return replace(self.improved(), poll_s=5.0, wake_s=0.05, watch_s=10.0, watch_in_redis=True,
                        name="idle counter + NOTIFY")
 
     def wake(self) -> float:
@@ -274,10 +278,11 @@ def control_plane(s: Scenario, m: Measured, d: Design, *, job_s: float, busy_s: 
     running = busy_s / seconds  # mean trials running at once
     rate = trials / seconds  # trials ended per second
     idle = max(s.workers - running, 0.0)
-    pg = jobs * (m.pg_job_tps + 1 / d.poll_s) + running / d.watch_s + rate * d.pg_per_trial
-    redis_watch = running / d.watch_s if d.watch_s > Design.watch_s else 0.0  # the cancellation check in Redis
+    watches = running / d.watch_s
+    pg = jobs * (m.pg_job_tps + 1 / d.poll_s) + (0.0 if d.watch_in_redis else watches) + rate * d.pg_per_trial
     replies = d.broadcasts * (1 + s.workers) / d.refresh_s  # per job per second
-    redis = rate * d.redis_per_trial + idle / d.brpop_s + jobs * replies * d.redis_per_reply + redis_watch
+    redis = rate * d.redis_per_trial + idle / d.brpop_s + jobs * replies * d.redis_per_reply + (
+        watches if d.watch_in_redis else 0.0)
     per_job_rate = rate / jobs if jobs else 0.0
     coord_ms = (1 / d.poll_s) * m.poll_ms + replies * d.reply_ms + per_job_rate * (
         m.submit_ms + d.decode_share * m.decode_ms)

@@ -110,14 +110,15 @@ def test_limit_is_where_the_resource_reaches_capacity():
 
 
 def test_measured_figures_are_read_from_scale_json(tmp_path):
-    phase = {"train_s_per_candidate": 20.0, "jobs": [{"search_s": 60.0}], "postgres": {"transactions_per_s": 5.0},
+    phase = {"jobs": [{"search_s": 60.0, "trained": 3, "train_s": 60.0}], "postgres": {"transactions_per_s": 5.0},
              "coordinator_cpu": {"submit_ms": 2.0, "poll_ms": 1.0, "decode_ms": None},
              "blobs": {"bytes_per_remote_trial": 1000}}
     doc = {"settings": {"budget_s": 120, "date": "today"},
-           "phases": [{**phase, "name": "1 worker, 1 job", "train_s_per_candidate": 30.0},
+           "phases": [{**phase, "name": "1 worker, 1 job", "jobs": [{"search_s": 60.0, "trained": 1, "train_s": 40.0},
+                                                                    {"search_s": None, "trained": 0, "train_s": 0}]},
                       {**phase, "name": "2 workers, 1 job"}]}
     path = tmp_path / "scale.json"
     path.write_text(json.dumps(doc))
     m = sim.Measured.from_scale(path)
-    assert (m.train_s, m.search_fraction, m.pg_job_tps, m.submit_ms, m.poll_ms) == (20.0, 0.5, 5.0, 2.0, 1.0)
+    assert (m.train_s, m.search_fraction, m.pg_job_tps, m.submit_ms, m.poll_ms) == (25.0, 0.5, 5.0, 2.0, 1.0)
     assert m.decode_ms == sim.Measured.decode_ms and m.weight_bytes == 1000
