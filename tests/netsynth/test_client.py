@@ -17,7 +17,7 @@ from netsynth import ApiError, AsyncClient, Client, ConnectionFailed
 from netsynth._protocol import Reply, SseParser, delay_after_reply, retry_after
 from store.settings import Settings
 from tests.netsynth.conftest import keys_of
-from tests.workers.conftest import make_keys
+from tests.workers.conftest import Digits, make_keys
 from tests.workers.service import ROOT, ApiServer, free_port
 
 
@@ -94,3 +94,19 @@ def test_retry_after_and_event_stream_parsing() -> None:
     parser = SseParser()
     lines = [": ping", "id: 3", "event: stage", "data: {\"a\":", "data: 1}", ""]
     assert [parser.feed(line) for line in lines][-1] == {"id": "3", "event": "stage", "data": "{\"a\":\n1}"}
+
+
+def test_progress_bars_on_a_terminal(pg_redis_settings: Settings, digits: Digits, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """With stderr a terminal, an upload and a watch draw their bars there and return what they would without."""
+    monkeypatch.setattr("netsynth.client.shown", lambda progress: progress)
+    alice, _ = keys_of(make_keys(pg_redis_settings.database_url))
+    with ApiServer(pg_redis_settings) as api, Client(api.url, alice) as client:
+        dataset = client.upload_dataset(digits.zip_path)
+        job = client.create_job(dataset["id"], budget=10)
+        client.cancel(job["id"])  # no worker: cancelled while queued
+        events = list(client.watch(job["id"]))
+    assert [e["kind"] for e in events] == ["queued", "cancelled", "end"]
+    assert events[-1]["payload"] == {"state": "cancelled"}
+    drawn = capsys.readouterr().err
+    assert "uploading digits.zip" in drawn and "cancelled" in drawn

@@ -101,6 +101,10 @@ def test_client_end_to_end(pg_redis_settings: Settings, digits: Digits, worker_f
         except ApiError as exc:  # the budget left no time for it
             assert exc.status == 404 and exc.reason == "report-absent", exc.body
 
+        explained = client.explain(model_id, images[0].read_bytes(), method="occlusion", timeout=120)
+        assert explained["state"] == "done", explained
+        assert explained["attribution"] is not None and explained["attribution"]["label"] == labels[0]
+
         # a watch whose connection is cut in the middle of an event resumes after the last whole one
         proxy = CuttingProxy(api.port, b"id: 5")
         cutting_proxy.append(proxy)
