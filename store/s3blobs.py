@@ -122,6 +122,13 @@ class RangedReader(io.RawIOBase):
         self._pos += len(data)
         return len(data)
 
+    def readall(self) -> bytes:
+        """The rest of the object, read from one GET in large chunks."""
+        chunks = []
+        while chunk := self.read(PART_BYTES):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def _drop(self) -> None:
         if self._body is not None:
             self._body.close()
