@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from netsynth import ApiError, AsyncClient, Client, ConnectionFailed
-from netsynth._protocol import Reply, SseParser, delay_after_reply, retry_after
+from netsynth._protocol import Call, Reply, SseParser, Upload, delay_after_reply, multipart, retry_after
 from store.settings import Settings
 from tests.netsynth.conftest import keys_of
 from tests.workers.conftest import Digits, make_keys
@@ -110,3 +110,24 @@ def test_progress_bars_on_a_terminal(pg_redis_settings: Settings, digits: Digits
     assert events[-1]["payload"] == {"state": "cancelled"}
     drawn = capsys.readouterr().err
     assert "uploading digits.zip" in drawn and "cancelled" in drawn
+
+
+def test_an_upload_is_read_from_disk_as_it_is_sent(tmp_path: Path) -> None:
+    """The multipart body knows its length without reading the file, then reads it in chunks, counted for the bar."""
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"x" * 3_000_000)
+    reads: list[int] = []
+
+    class Counter:
+        def advance(self, count: int) -> None:
+            reads.append(count)
+
+        def restart(self) -> None:
+            reads.clear()
+
+    call = Call("POST", "/api/v1/datasets", upload=Upload("file", path, path.name))
+    with multipart(call, Counter()) as parts, httpx.Client() as http:
+        request = http.build_request("POST", "http://netsynth.invalid/api/v1/datasets", **parts)
+        assert int(request.headers["content-length"]) > 3_000_000 and reads == []
+        sent = len(request.read())
+    assert sent == int(request.headers["content-length"]) and sum(reads) == 3_000_000 and max(reads) <= 65536
