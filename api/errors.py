@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 
 from store.errors import (
     AppendOnly,
+    BlobStoreUnavailable,
     Conflict,
     DatasetRejected,
     InsufficientStorage,
@@ -70,6 +71,7 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     Conflict: ProblemType(409, "conflict"),
     PayloadTooLarge: ProblemType(413, "payload-too-large"),
     Unavailable: ProblemType(503, "unavailable"),
+    BlobStoreUnavailable: ProblemType(503, "unavailable"),  # bucket missing, credentials refused, endpoint down
     InsufficientStorage: ProblemType(507, "insufficient-storage"),
     QuotaExceeded: ProblemType(429, "quota-exceeded"),
     RateLimited: ProblemType(429, "rate-limited"),
