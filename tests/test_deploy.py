@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,3 +80,18 @@ def test_dockerfile_builds_the_dashboard_the_api_serves() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "npm ci" in dockerfile and "npm run build" in dockerfile
     assert "COPY --from=dashboard /frontend/dist ./frontend/dist" in dockerfile  # api/dashboard.py's default folder
+
+
+def test_cpu_profile_runs_two_workers() -> None:
+    assert _compose()["services"]["worker-cpu"]["deploy"]["replicas"] == "${NETSYNTH_CPU_WORKERS:-2}"
+
+
+def test_docker_compose_accepts_the_file(tmp_path: Path) -> None:
+    """Docker Compose's own validation, where it is installed (the yaml checks above run everywhere)."""
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True, check=False).returncode:
+        pytest.skip("Docker Compose is not installed here")
+    env = {**os.environ, "POSTGRES_PASSWORD": "x", "S3_ACCESS_KEY": "a", "S3_SECRET_KEY": "b"}
+    result = subprocess.run([docker, "compose", "--profile", "cpu", "config", "--quiet"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
