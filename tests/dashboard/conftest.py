@@ -31,9 +31,10 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Chromium from Debian's package."""
+    """Headless Chromium from Debian's package. Module-scoped: Playwright's sync API keeps an asyncio loop running
+    in the thread while it is open, and later tests in the same process call `asyncio.run`."""
     if not os.access(CHROMIUM, os.X_OK):
         _missing(f"{CHROMIUM} is not installed (apt-get install chromium)")
     if not (BUILD / "index.html").is_file():
