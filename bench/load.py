@@ -389,7 +389,8 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    result = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, **run(args)}
+    settings = {k: (os.path.relpath(v, ROOT) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    result = {"settings": settings, **run(args)}
     result["targets"] = {"p99_ms": 50, "errors": 0, "upload_rss_growth_mb": 100}
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ import argparse
 import heapq
 import json
 import math
+import os
 import random
 import time
 from collections import deque
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"simulated in {elapsed:.1f} s")
     result = {"measured": asdict(m), "designs": [asdict(d) for d in designs],
               "capacities": asdict(cap), "assumptions": ASSUMPTIONS, "budgets": BUDGETS,
-              "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+              "settings": {k: (os.path.relpath(v, ROOT) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "rows": rows, "limits": limit_rows, "seconds": round(elapsed, 2)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
