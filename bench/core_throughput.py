@@ -147,7 +147,7 @@ def netsynth_side(doc: dict[str, Any], batch: int, data: list[tuple[Any, Any]]
     variables = model.init(jax.random.key(0))
     state = {"s": init_state(model, variables, optimizer, None)}
     step = make_train_step(model, optimizer, config)
-    forward = jax.jit(lambda p, x: model.apply({"params": p}, x)[0])
+    forward = jax.jit(lambda p, b, x: model.apply({"params": p, "batch_stats": b}, x)[0])
     batches = [(jnp.asarray(x), jnp.asarray(y)) for x, y in data]
     key = jax.random.key(1)
     cursor = [0]
@@ -164,13 +164,14 @@ def netsynth_side(doc: dict[str, Any], batch: int, data: list[tuple[Any, Any]]
     def infer(n: int) -> float:
         start = time.perf_counter()
         for i in range(n):
-            logits = forward(state["s"].params, batches[i % len(batches)][0])
+            logits = forward(state["s"].params, state["s"].batch_stats, batches[i % len(batches)][0])
         logits.block_until_ready()
         return n * batch / (time.perf_counter() - start)
 
     train(2)
     infer(2)
     settings = {"backend": jax.default_backend(), "device": str(jax.devices()[0]),
+                "params": sum(int(leaf.size) for leaf in jax.tree.leaves(state["s"].params)),
                 "compute_dtype": str(jnp.dtype(model.compute_dtype)),
                 "xla_flags": os.environ.get("XLA_FLAGS", "")}
     return train, infer, settings
@@ -182,8 +183,6 @@ def torch_side(padding: str, batch: int, data: list[tuple[Any, Any]], channels_l
     import torch
     from torch import nn
 
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
     pad = 0 if padding == "valid" else 1
     side = 5 if padding == "valid" else 7
 
@@ -195,16 +194,34 @@ def torch_side(padding: str, batch: int, data: list[tuple[Any, Any]], channels_l
         Scale(), nn.Conv2d(1, 32, 3, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=pad), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(side * side * 64, 128), nn.ReLU(),
-        nn.Linear(128, 10)).to(device)
+        nn.Linear(128, 10))
+    return torch_bursts(model, batch, data, channels_last)
+
+
+def torch_bursts(model: Any, batch: int, data: list[tuple[Any, Any]], channels_last: bool
+                 ) -> tuple[Burst, Burst]:
+    """Return PyTorch train and inference bursts of ``model`` (AdamW with weight decay on tensors of
+    rank >= 2, as ours; cross-entropy) over ``data``: float ``[N, H, W, C]`` images, passed as NCHW
+    (channels-last in memory when ``channels_last``), or integer token ids, passed as int64."""
+    import torch
+    from torch import nn
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)  # type: ignore[call-overload]
+    model = model.to(device).to(memory_format=fmt)
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 1e-4},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
-    batches = [(torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=fmt).to(device),
-                torch.from_numpy(y).long().to(device)) for x, y in data]
+
+    def tensor(x: Any) -> Any:
+        if x.ndim < 4:
+            return torch.from_numpy(x).long().to(device)
+        return torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(memory_format=fmt).to(device)
+
+    batches = [(tensor(x), torch.from_numpy(y).long().to(device)) for x, y in data]
     autocast = torch.autocast("cuda", torch.bfloat16, enabled=cuda)
     cursor = [0]
 
@@ -344,17 +361,24 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Set up the process (allocator, XLA flags), measure, print and write the JSON."""
-    args = parse_args(argv)
+def prepare_process(script: str, args: argparse.Namespace) -> None:
+    """Re-run ``script`` with the allocator tunables unless ``--no-tunables`` (glibc reads them at
+    process start only), then put :data:`core.kernels.CPU_XLA_FLAGS` into ``XLA_FLAGS`` unless
+    ``--default-flags`` (before JAX starts its backend)."""
     if not args.no_tunables and "GLIBC_TUNABLES" not in os.environ:
-        env = {**os.environ, "GLIBC_TUNABLES": TUNABLES}  # read by glibc at process start only
-        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+        env = {**os.environ, "GLIBC_TUNABLES": TUNABLES}
+        os.execve(sys.executable, [sys.executable, script, *sys.argv[1:]], env)
     if not args.default_flags:
         from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
         flags = [os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]
         os.environ["XLA_FLAGS"] = " ".join(flags).strip()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Set up the process (allocator, XLA flags), measure, print and write the JSON."""
+    args = parse_args(argv)
+    prepare_process(__file__, args)
     result = run(args)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
