@@ -130,6 +130,30 @@ def rank_candidates(curves: Sequence[Curve], horizon: int, warmup_fraction: floa
     return [i for *_, i in sorted(keys)]
 
 
+def best_so_far(curve: Curve, horizon: int = 0, warmup_fraction: float | None = None) -> float:
+    """The best accuracy in ``curve`` (``horizon`` and ``warmup_fraction`` are ignored: the signature is a rule's)."""
+    return float(np.max(np.asarray(curve, dtype=np.float64)))
+
+
+def last_value(curve: Curve, horizon: int = 0, warmup_fraction: float | None = None) -> float:
+    """The last accuracy in ``curve`` (Baker et al. 2017's baseline; the other arguments are ignored)."""
+    return float(np.asarray(curve, dtype=np.float64)[-1])
+
+
+Rule = Callable[[Curve, int, float | None], float]
+"""An early-stopping rank: (accuracies so far, horizon in epochs, warm-up fraction or None) -> score, higher better."""
+RULES: dict[str, Rule] = {"extrapolate": predict_final, "best_so_far": best_so_far, "last_value": last_value}
+"""The ranks a search can stop trials by, by name."""
+DEFAULT_RULE = "extrapolate"
+"""The rule the search uses unless told otherwise (see bench/results/estimator.json)."""
+
+
+def rung_score(curve: Curve, horizon: int, rule: str = DEFAULT_RULE, warmup_fraction: float | None = None) -> float:
+    """The score ``rule`` (a name in :data:`RULES`) gives a trial at a rung: what ASHA ranks trials by.
+    Raises KeyError for an unknown rule."""
+    return RULES[rule](curve, horizon, warmup_fraction)
+
+
 def spearman(a: Curve, b: Curve) -> float:
     """Spearman's rank correlation of two equally long sequences (average ranks for ties; 0 when
     either is constant)."""
