@@ -1,11 +1,12 @@
 """Architecture search: regularized evolution whose trials are cut short by asynchronous successive halving.
 
-Each trial trains a candidate for up to `horizon` epochs. At the rungs (1, 3, 9, ... epochs) the performance
-estimator extrapolates the candidate's learning curve to the horizon; a trial whose prediction is not in the
-top 1/eta of the predictions made at that rung stops (Li et al., ASHA, MLSys 2020), so most candidates never
-train fully. New candidates are the seeds first, then mutations of the winner of a tournament among the
-recent trials (Real et al., "Regularized Evolution for Image Classifier Architecture Search", AAAI 2019), or
-random draws. Everything that decides what runs next depends on the seed and on measured accuracies only.
+Each trial trains a candidate for up to `horizon` epochs. At the rungs (1, 3, 9, ... epochs) the trial is scored by
+`SearchConfig.stop_rule` (a rule of `synthesis.estimator.RULES`, `DEFAULT_RULE` unless set: see
+bench/results/estimator.json); a trial whose score is not in the top 1/eta of the scores at that rung stops (Li et
+al., ASHA, MLSys 2020), so most candidates never train fully. New candidates are the seeds first, then mutations of
+the winner of a tournament among the recent trials (Real et al., "Regularized Evolution for Image Classifier
+Architecture Search", AAAI 2019), or random draws. Everything that decides what runs next depends on the seed and
+on measured accuracies only.
 
 With a `TrialExecutor` (time budgets only), the search also hands candidates to other devices while it trains
 one itself, and merges their results as they arrive (see `synthesis.executor`).
@@ -25,7 +26,7 @@ from core.data import Dataset
 from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.budget import Budget
-from synthesis.estimator import predict_final
+from synthesis.estimator import DEFAULT_RULE, RULES, predict_final, rung_score
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
 from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
@@ -49,6 +50,11 @@ class SearchConfig:
     max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
     memory_limit: int | None = None
     seed: int = 0
+    stop_rule: str = DEFAULT_RULE  # what ASHA ranks trials by at a rung: a name in synthesis.estimator.RULES
+
+    def __post_init__(self) -> None:
+        if self.stop_rule not in RULES:
+            raise ValueError(f"unknown stop rule {self.stop_rule!r}; one of {sorted(RULES)}")
 
 
 def rungs(eta: int, horizon: int) -> list[int]:
@@ -69,7 +75,8 @@ class Search:
                  executor: TrialExecutor | None = None) -> None:
         self.info, self.data, self.budget, self.config = info, data, budget, config
         self.constraints, self.latency, self.reporter = constraints, latency, reporter
-        self.executor = None if budget.reproducible else executor
+        # remote trials rank by the default rule: another rule keeps trials in-process, so no rung mixes rules
+        self.executor = None if budget.reproducible or config.stop_rule != DEFAULT_RULE else executor
         self.worker = executor.local_worker if executor is not None else "local"
         self.rng = np.random.default_rng(config.seed)
         self.trials: list[Trial] = []
@@ -84,13 +91,14 @@ class Search:
         self._last_exchange = -math.inf
 
     def keep_going(self, curve: list[float]) -> bool:
-        """ASHA's rule at a rung: continue while the extrapolated accuracy is in the rung's top 1/eta."""
+        """ASHA's rule at a rung: continue while the trial's score (`SearchConfig.stop_rule`) is in the rung's top
+        1/eta."""
         if self.budget.epochs_left(self.budget.search_end()) <= 0:
             return False
         scores = self.rung_scores.get(len(curve))
         if scores is None:
             return True
-        prediction = predict_final(curve, self.config.horizon)
+        prediction = rung_score(curve, self.config.horizon, self.config.stop_rule)
         scores.append(prediction)
         return promotes(scores, prediction, self.config.eta)
 
