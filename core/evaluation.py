@@ -1,8 +1,16 @@
-"""Evaluation and prediction of a compiled network in eval mode, batched over the local devices."""
+"""Evaluation and prediction of a compiled network in eval mode, batched over the local devices.
+
+Batches have a few fixed sizes: a set of ``n`` rows is cut into batches of ``batch_size`` rows, or of the power of
+two at or above ``n`` when that is smaller, and the last partial batch is padded (padding rows weigh nothing), so
+one compiled program serves every batch of a set and sets of similar sizes (a network's validation and test rows)
+alike. Networks built separately from the same spec share their compiled programs.
+"""
 
 from __future__ import annotations
 
+import collections
 import functools
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +47,8 @@ def predict_proba(
     mesh = parallel.data_mesh(devices)
     variables = jax.device_put(variables, parallel.replicated(mesh))
     batches = eval_batches(x, None, _batch(batch_size, len(x), mesh))
-    outs = [_proba_batch(model, variables, xb) for xb, _, _ in prefetch_to_device(batches, mesh)]
+    shared = _shared(model)
+    outs = [_proba_batch(shared, variables, xb) for xb, _, _ in prefetch_to_device(batches, mesh)]
     if not outs:
         return np.zeros((0, model.spec.num_classes), np.float32)
     return np.concatenate(jax.device_get(outs))[: len(x)]
@@ -53,7 +62,8 @@ def evaluate_on_mesh(model: Model, variables: dict[str, Any], x: np.ndarray, y: 
         return {"loss": math.nan, "accuracy": math.nan, "uniform_loss": math.nan}
     variables = jax.device_put(variables, parallel.replicated(mesh))
     batches = eval_batches(x, y, _batch(batch_size, len(x), mesh))
-    sums = [_eval_batch(model, variables, xb, yb, valid)
+    shared = _shared(model)
+    sums = [_eval_batch(shared, variables, xb, yb, valid)
             for xb, yb, valid in prefetch_to_device(batches, mesh)]
     loss, correct, uniform = np.sum(np.asarray(jax.device_get(sums), np.float64), axis=0)
     n = len(x)
@@ -61,8 +71,32 @@ def evaluate_on_mesh(model: Model, variables: dict[str, Any], x: np.ndarray, y: 
 
 
 def _batch(batch_size: int, n: int, mesh: jax.sharding.Mesh) -> int:
-    """Return ``batch_size`` capped at ``n`` rows and rounded up to the mesh's device count."""
-    return parallel.round_batch(min(batch_size, max(1, n)), mesh)
+    """Return ``batch_size`` capped at the power of two at or above ``n`` rows, rounded up to the mesh's device
+    count."""
+    return parallel.round_batch(min(batch_size, bucket(n)), mesh)
+
+
+def bucket(n: int) -> int:
+    """The power of two at or above ``n`` (at least 1): the batch a set of ``n`` rows is evaluated in."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+_SHARED: collections.OrderedDict[tuple[str, str], Model] = collections.OrderedDict()
+SHARED_MODELS = 64
+"""Networks whose compiled evaluation programs are kept for other builds of the same spec (least recent dropped)."""
+
+
+def _shared(model: Model) -> Model:
+    """The first-built network of ``model``'s spec and compute dtype still kept: a jitted function's static
+    argument, so that the programs compiled for it serve every build of that spec."""
+    key = (json.dumps(model.spec.to_dict(), sort_keys=True), str(model.compute_dtype))
+    kept = _SHARED.get(key)
+    if kept is None:
+        _SHARED[key] = kept = model
+        while len(_SHARED) > SHARED_MODELS:
+            _SHARED.popitem(last=False)
+    _SHARED.move_to_end(key)
+    return kept
 
 
 @functools.partial(jax.jit, static_argnums=0)

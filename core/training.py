@@ -34,6 +34,7 @@ from core.data import (
 )
 from core.evaluation import evaluate, evaluate_on_mesh, predict_proba
 from core.model import Model
+from core.schedule import schedule_steps, warmup_cosine
 from core.train_config import Progress, TrainConfig, TrainResult, shift_for
 
 __all__ = [
@@ -57,17 +58,21 @@ class TrainState(NamedTuple):
     opt_state: Any
 
 
-def make_optimizer(config: TrainConfig, total_steps: int) -> optax.GradientTransformation:
-    """Return ``config.optimizer`` on a linear warm-up + cosine decay schedule over ``total_steps`` steps.
+def make_optimizer(config: TrainConfig, total_steps: int, steps: jax.Array | None = None
+                   ) -> optax.GradientTransformation:
+    """Return ``config.optimizer`` on a linear warm-up + cosine decay schedule over ``total_steps`` steps (or, inside
+    a traced step, over the traced ``[warmup, total]`` pair ``steps`` of :func:`core.schedule.schedule_steps`).
 
     ``"adamw"``: AdamW (Loshchilov & Hutter, 2019). ``"sgd"``: SGD with Nesterov momentum (Sutskever et al.,
     ICML 2013), weight decay added to the gradient before the momentum, as PyTorch's ``SGD`` does; on small
     CNNs it often generalises better than adaptive methods (Wilson et al., NeurIPS 2017). Weight decay applies
     to matrices and kernels (rank >= 2) only, not to biases, norm scales or codebooks.
     """
-    total = max(1, total_steps)
-    warmup = min(int(config.warmup_fraction * total), total - 1)
-    schedule = optax.warmup_cosine_decay_schedule(0.0, config.learning_rate, warmup, total)
+    if steps is None:
+        warmup, total = (int(v) for v in schedule_steps(config.warmup_fraction, total_steps))
+        schedule = optax.warmup_cosine_decay_schedule(0.0, config.learning_rate, warmup, total)
+    else:
+        schedule = warmup_cosine(config.learning_rate, steps)
 
     def kernels(params: Any) -> Any:
         return jax.tree.map(lambda a: jnp.ndim(a) >= 2, params)
@@ -91,8 +96,12 @@ def make_train_step(
     config: TrainConfig,
     reparam: rp.Reparam | None = None,
     mesh: jax.sharding.Mesh | None = None,
+    total_steps: int | None = None,
 ) -> StepFn:
     """Return the jitted ``step(state, x, y, key) -> (state, {"loss", "accuracy"})``.
+
+    With ``total_steps``, the step applies ``make_optimizer(config, total_steps)`` with the schedule's lengths as
+    an argument of the compiled program instead of ``optimizer``: the same program then serves runs of any length.
 
     The step augments the batch (images only), computes the label-smoothed cross-entropy of
     ``model.apply(train=True)``, applies the optimiser (then ``constrain`` under a reparam) and
@@ -105,7 +114,8 @@ def make_train_step(
     do_augment = inp.modality == "image" and (max_shift > 0 or config.flip)
 
     def step(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array,
-             r: rp.Reparam | None) -> tuple[TrainState, dict[str, Any]]:
+             r: rp.Reparam | None, steps: jax.Array | None) -> tuple[TrainState, dict[str, Any]]:
+        opt = optimizer if steps is None else make_optimizer(config, 0, steps)
         k_aug, k_drop = jax.random.split(jax.random.fold_in(key, state.step))
         if do_augment:
             x = augment(x, k_aug, max_shift=max_shift, flip=config.flip)
@@ -118,7 +128,7 @@ def make_train_step(
             return optax.softmax_cross_entropy(logits, targets).mean(), (logits, stats)
 
         (loss, (logits, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        updates, opt_state = opt.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         if r is not None:
             params = rp.constrain(params, r)
@@ -130,13 +140,16 @@ def make_train_step(
         jitted = jax.jit(step, donate_argnums=0)
     else:
         rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
-        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep), out_shardings=(rep, rep),
+        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep, rep), out_shardings=(rep, rep),
                          donate_argnums=0)
         reparam = parallel.replicate(reparam, mesh)
+    lengths = None if total_steps is None else jnp.asarray(schedule_steps(config.warmup_fraction, total_steps))
+    if mesh is not None and lengths is not None:
+        lengths = parallel.replicate(lengths, mesh)
 
     def run(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array
             ) -> tuple[TrainState, dict[str, Any]]:
-        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam)
+        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam, lengths)
         return out
 
     return run
@@ -187,7 +200,7 @@ def train(
     per_epoch = steps_per_epoch(n, batch)
     optimizer = make_optimizer(config, config.epochs * per_epoch)
     state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
-    step_fn = make_train_step(model, optimizer, config, reparam, mesh)
+    step_fn = make_train_step(model, optimizer, config, reparam, mesh, total_steps=config.epochs * per_epoch)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
 
     history: list[dict[str, float]] = []

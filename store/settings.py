@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     admin_email: str = "admin@localhost"
     session_hours: float = Field(default=12.0, gt=0, le=24 * 366)
     dashboard_dir: Path | None = None
+    compile_cache: Path | None = Path("./var/jax-cache")
 
     @field_validator("blob_url")
     @classmethod
@@ -55,6 +56,12 @@ class Settings(BaseSettings):
     def _empty_is_default(cls, value: object) -> object:
         """An empty NETSYNTH_DASHBOARD_DIR means the default folder (None), not the working directory."""
         return None if value == "" else value
+
+    @field_validator("compile_cache", mode="before")
+    @classmethod
+    def _off_is_none(cls, value: object) -> object:
+        """An empty or "off" NETSYNTH_COMPILE_CACHE turns the persistent compilation cache off (None)."""
+        return None if isinstance(value, str) and value.strip().lower() in ("", "off") else value
     tier_low_seconds: int = Field(default=2 * 3600, gt=0)
     tier_medium_seconds: int = Field(default=5 * 3600, gt=0)
     tier_high_seconds: int = Field(default=16 * 3600, gt=0)

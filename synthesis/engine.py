@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from core.compilation import metered
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
@@ -79,6 +80,7 @@ class Synthesis:
     split: dict[str, int]
     seconds: float
     compressed: CompressedVariant | None = None
+    compile_seconds: float = 0.0  # seconds this process spent compiling (trials on other workers not counted)
 
 
 def horizon_for(train_rows: int) -> int:
@@ -129,7 +131,16 @@ def search_data(data: Dataset, seed: int) -> Dataset:
 
 def synthesize(task: Task, budget: Budget, options: Options | None = None,
                reporter: Reporter | None = None) -> Synthesis:
-    """Search, train and deliver the best network for `task` within `budget`, honouring the constraints."""
+    """Search, train and deliver the best network for `task` within `budget`, honouring the constraints; the
+    seconds this process spent compiling are in the model's metrics (`compile_seconds`, with the programs compiled
+    and the persistent cache's hits and misses) and the result's."""
+    with metered() as meter:
+        result = _synthesize(task, budget, options, reporter)
+    result.model.metrics.update(meter.to_dict())
+    return replace(result, compile_seconds=meter.seconds)
+
+
+def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: Reporter | None) -> Synthesis:
     options, reporter = options or Options(), reporter or NullReporter()
     split, x, data = split_task(task, options.seed, options.test_fraction)
     searched = search_data(data, options.seed)

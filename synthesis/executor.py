@@ -24,7 +24,7 @@ from synthesis.estimator import predict_final
 from synthesis.trial import TrialResult, run_trial
 
 _RESULT_FIELDS = ("curve", "status", "reason", "seconds", "epochs", "best_metric", "best_loss", "first_epoch_s",
-                  "step_s", "compile_s")
+                  "step_s", "compile_s", "compile_seconds")
 
 
 def promotes(scores: list[float], prediction: float, eta: int) -> bool:
@@ -81,7 +81,7 @@ class TrialReport:
     @classmethod
     def from_dict(cls, doc: dict[str, Any], weights: Callable[[], dict[str, Any]] | None = None) -> TrialReport:
         """The report `to_dict` wrote, with an optional weights loader."""
-        result = TrialResult(**{k: doc[k] for k in _RESULT_FIELDS if k in doc})  # best_loss: since 2026-12-03
+        result = TrialResult(**{k: doc[k] for k in _RESULT_FIELDS if k in doc})  # optional: best_loss, compile_seconds
         rungs = {int(r): float(p) for r, p in doc.get("rung_predictions", {}).items()}
         return cls(int(doc["index"]), result, str(doc.get("worker", "")), rungs, weights)
 

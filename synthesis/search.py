@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from core.analysis import analyse
+from core.compilation import metered
 from core.data import Dataset
 from core.train_config import TrainConfig
 from synthesis import select, space
@@ -173,8 +174,10 @@ class Search:
         if space.is_fitted(trial.candidate):  # the linear floor: fitted to convergence in seconds
             share = (self.budget.seconds or 0.0) * self.budget.search_end() * self.config.max_trial_share
             limit = None if self.budget.reproducible else max(min(share, self.budget.left(self.budget.search_end())), 1)
-            result, floor = fit_trial(space.to_spec(trial.candidate, self.info), self.info, self.data,
-                                      trial.candidate.hparams.label_smoothing, limit)
+            with metered() as meter:
+                result, floor = fit_trial(space.to_spec(trial.candidate, self.info), self.info, self.data,
+                                          trial.candidate.hparams.label_smoothing, limit)
+            result.compile_seconds = meter.seconds
             self.floor = None if floor is None else (trial, floor)
             self._measured(trial, result)
             return

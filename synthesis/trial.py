@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from core.analysis import analyse
+from core.compilation import CompileMeter, metered
 from core.data import Dataset
 from core.model import build
 from core.spec import Spec
@@ -60,6 +61,7 @@ class TrialResult:
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
     step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
+    compile_seconds: float = 0.0  # seconds JAX spent compiling (or reading from its cache) the trial's programs
 
     @property
     def score(self) -> tuple[float, float | None]:
@@ -100,9 +102,11 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
         if p.epoch < config.epochs and not keep_going(result.curve):
             raise _StopTrial
 
+    meter: CompileMeter | None = None
     try:
-        out = train(build(spec), data, config, variables=variables, on_progress=hook, check=check,
-                    on_epoch_end=on_weights)
+        with metered() as meter:
+            out = train(build(spec), data, config, variables=variables, on_progress=hook, check=check,
+                        on_epoch_end=on_weights)
     except _StopTrial:
         result.status = "stopped"
     except Stopped:
@@ -116,6 +120,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
                                        config.label_smoothing, spec.num_classes)
         result.status = "deadline" if out.stop_reason == "deadline" else "completed"
     result.seconds = time.perf_counter() - start
+    result.compile_seconds = meter.seconds if meter is not None else 0.0
     result.best_metric = max(result.best_metric, max(result.curve, default=0.0))
     return result
 
@@ -167,4 +172,5 @@ class Trial:
                 "predicted": round(self.predicted, 6), "accuracy": round(self.accuracy, 6),
                 "loss": None if self.loss is None else round(self.loss, 6),
                 "epochs": len(self.curve), "seconds": round(self.seconds, 3), "started_at": round(self.started_at, 4),
-                "worker": self.worker}
+                "worker": self.worker,
+                "compile_seconds": round(self.result.compile_seconds, 3) if self.result is not None else 0.0}

@@ -149,9 +149,10 @@ def run(args: argparse.Namespace) -> Path:
             raise CliError(f"{args.data}: {exc.detail} ({exc.reason})") from None
         print(f"{args.data}: {found.sample_count} {found.modality} samples, {len(found.classes)} classes",
               file=sys.stderr)
-        from workers.app import use_cpu_xla_flags
+        from workers.app import use_compile_cache, use_cpu_xla_flags
 
         use_cpu_xla_flags()
+        use_compile_cache()
         from workers.data import prepare_file
 
         prepared = prepare_file(path, found.format, limits, args.seed)

@@ -30,6 +30,7 @@ def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
     cost = {k: entry[k] for k in ("seconds", "params", "macs", "memory_bytes", "latency_ms", "reason", "index")}
     cost["worker"] = entry.get("worker", "")  # which worker process trained it
     cost["started_at"] = entry.get("started_at")  # the fraction of the budget spent when it started
+    cost["compile_seconds"] = entry.get("compile_seconds")  # seconds compiling its programs (None: an older log)
     return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,
                      status=STATUS.get(entry["status"], CandidateStatus.FAILED))
 
@@ -82,5 +83,5 @@ def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
     session.add(Report(job_id=job_id, model_id=model.id, kind="pareto", content={"points": result.pareto}))
     session.add(Report(job_id=job_id, model_id=model.id, kind="search", content={
         "stop_reason": result.stop_reason, "split": result.split, "seconds": round(result.seconds, 3),
-        "trials": len(result.log)}))
+        "trials": len(result.log), "compile_seconds": round(result.compile_seconds, 3)}))
     return model.id

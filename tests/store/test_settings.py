@@ -56,3 +56,16 @@ def test_env_example_documents_every_setting_with_its_default(monkeypatch: pytes
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text((ROOT / ".env.example").read_text())
     assert Settings() == Settings.model_construct()  # the example's values are the defaults
+
+
+def test_the_compile_cache_is_on_by_default_under_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NETSYNTH_COMPILE_CACHE", raising=False)
+    assert Settings().compile_cache == Path("var/jax-cache")
+    monkeypatch.setenv("NETSYNTH_COMPILE_CACHE", "/srv/jax")
+    assert Settings().compile_cache == Path("/srv/jax")
+
+
+@pytest.mark.parametrize("value", ["", "off", "OFF", " off "])
+def test_an_empty_or_off_compile_cache_turns_it_off(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("NETSYNTH_COMPILE_CACHE", value)
+    assert Settings().compile_cache is None

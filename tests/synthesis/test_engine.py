@@ -29,7 +29,13 @@ from tests.synthesis.events import Events
 
 def _stable(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The search log without its wall-clock fields."""
-    return [{k: v for k, v in e.items() if k not in ("seconds", "started_at", "latency_ms")} for e in log]
+    return [{k: v for k, v in e.items() if k not in ("seconds", "started_at", "latency_ms", "compile_seconds")}
+            for e in log]
+
+
+def trained_entries(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The search-log entries of the candidates that trained (the linear floor is fitted, not compiled)."""
+    return [e for e in log if e["curve"] and e["arch"].get("encoder") != "linear"]
 
 
 def _run(task: Task, epochs: int, seed: int = 0, **options: Any) -> Synthesis:
@@ -51,6 +57,10 @@ def test_search_returns_a_valid_model(digits_task: Task, twin_runs: tuple[Synthe
     assert "warning" not in result.model.metrics  # it learned
     assert len(result.log) >= 2 and result.log[0]["origin"].startswith("seed:")
     assert any(p["delivered"] for p in result.pareto)
+    # what compilation cost: each trained candidate's share, the job's total (which includes them)
+    assert all(e["compile_seconds"] > 0 for e in trained_entries(result.log))
+    assert result.model.metrics["compile_seconds"] == round(result.compile_seconds, 3) > 0
+    assert result.compile_seconds >= sum(e["compile_seconds"] for e in trained_entries(result.log)) - 0.01
     x_test = digits_task.x[:16].astype(np.float32)
     assert OnnxClassifier(result.model.onnx).predict_proba(x_test).shape == (16, 10)
     trained = [e for e in result.log if e["curve"]]

@@ -179,3 +179,11 @@ def test_the_remote_side_checks_its_data_and_its_deadline(digits: tuple[Dataset,
     unwanted = run_request(TrialRequest(**{**request.__dict__, "rung_scores": {1: []}}), data, "w",
                            still_wanted=lambda: False)
     assert unwanted.result.status == "stopped" and unwanted.result.epochs == 1
+
+
+def test_a_remote_report_carries_its_compile_seconds_and_older_ones_still_load() -> None:
+    report = TrialReport(3, TrialResult(curve=[0.5], epochs=1, seconds=2.0, compile_seconds=1.5), "remote-0")
+    doc = json.loads(json.dumps(report.to_dict()))
+    assert TrialReport.from_dict(doc).result.compile_seconds == 1.5
+    del doc["compile_seconds"]  # a report written before compile seconds were measured
+    assert TrialReport.from_dict(doc).result.compile_seconds == 0.0

@@ -131,3 +131,5 @@ def test_a_candidate_row_keeps_when_the_trial_started() -> None:
     row = results.candidate_row(uuid.uuid4(), entry)
     assert row.cost["started_at"] == 0.3125 and row.cost["index"] == 4  # the dashboard's best-so-far-over-time
     assert row.metrics["curve"] == [0.5, 0.7] and row.status is CandidateStatus.TRAINED
+    assert row.cost["compile_seconds"] is None  # a log from before compile seconds were measured
+    assert results.candidate_row(uuid.uuid4(), {**entry, "compile_seconds": 1.25}).cost["compile_seconds"] == 1.25
