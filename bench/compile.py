@@ -131,20 +131,25 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-compile-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        for name in args.datasets.split(","):
-            data = dataset_file(name, args.data, args.seed, work)
-            for budget in (float(b) for b in args.budgets.split(",")):
+        files = {name: dataset_file(name, args.data, args.seed, work) for name in args.datasets.split(",")}
+        for budget in (float(b) for b in args.budgets.split(",")):
+            for name, data in files.items():
                 cache = work / f"cache-{name}-{budget:.0f}"
                 for mode in modes:
                     out = work / f"job-{name}-{budget:.0f}-{mode}"
                     row = {"dataset": name, **run_job(data, budget, mode, cache, out, args.seed)}
                     rows.append(row)
                     print(table([row]).splitlines()[-1], flush=True)
+                    write(args.out, rows)  # what ran so far survives an interruption
     print(table(rows))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"environment": environment(), "target_share": TARGET_SHARE, "rows": merge(args.out, rows)}
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"written to {args.out.resolve().relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out}")
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Merge `rows` into the JSON at `path`, with the machine they ran on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"environment": environment(), "target_share": TARGET_SHARE, "rows": merge(path, rows)}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
