@@ -20,8 +20,10 @@ LZMA'd). Target: >= 30x at <= 0.5 points lost. With several ``--seeds`` (each a 
 seed) the table adds each dataset's mean: digits' 450 test images make one run's change a draw with a spread of
 about half a point, wider than the target.
 
+``--budget 120,300,1200`` runs the real job path at those budgets instead (:mod:`compression_jobs`).
+
 Usage: ``python bench/compression.py --data DIR [--datasets digits,mnist,sms] [--seeds 0,1,2] [--quick]
-[--out FILE] [--keep DIR]``
+[--out FILE] [--keep DIR] [--budget SECONDS,...]``
 where DIR holds ``mnist/mnist.npz`` and ``sms_spam/data.csv`` (the repository's ``../shared/data``).
 """
 
@@ -80,7 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--datasets", default="digits,sms,mnist", help="comma-separated subset of digits,mnist,sms")
     p.add_argument("--seeds", default="0", help="comma-separated seeds; one row per dataset and seed")
     p.add_argument("--quick", action="store_true", help="smoke run: few epochs, output in the temp folder")
-    p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json)")
+    p.add_argument("--out", type=Path, help="result file (default bench/results/compression.json, with --budget "
+                                            "bench/results/compression_jobs.json)")
+    p.add_argument("--budget", default="", metavar="SECONDS",
+                   help="comma-separated job budgets: run the real job path at each (bench/compression_jobs.py) "
+                        "instead of compressing the seed design for fixed epochs")
     p.add_argument("--control", type=int, default=0, metavar="N",
                    help="also retrain the uncompressed network N times as one pruning round retrains a pruned one")
     p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET-SEED.nscz)")
@@ -238,6 +244,8 @@ def main(argv: list[str] | None = None) -> None:
     from core.kernels import CPU_XLA_FLAGS  # imports jax; XLA reads its flags when the backend starts
 
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
+    if args.budget:
+        return jobs(args)
     settings = QUICK if args.quick else SETTINGS
     out = args.out or (Path(tempfile.gettempdir()) / "compression_quick.json" if args.quick else DEFAULT_OUT)
     rows = []
@@ -254,10 +262,30 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {out}")
 
 
-def merge_rows(old: list[dict[str, Any]], row: dict[str, Any]) -> list[dict[str, Any]]:
-    """``old`` without the row of ``row``'s dataset and seed, then ``row``."""
-    key = (row["dataset"], row["seed"])
-    return [r for r in old if (r.get("dataset"), r.get("seed", 0)) != key] + [row]
+def jobs(args: argparse.Namespace) -> None:
+    """``--budget``: one job per dataset, seed and budget through the engine; print and merge the rows."""
+    import compression_jobs
+
+    out, rows = args.out or compression_jobs.DEFAULT_OUT, []
+    for budget in (float(b) for b in args.budget.split(",")):
+        for name in args.datasets.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                row = compression_jobs.run_job(name, budget, seed, args.data)
+                rows.append(row)
+                print(compression_jobs.table([row]).splitlines()[1], flush=True)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                old = json.loads(out.read_text()) if out.exists() else []
+                out.write_text(json.dumps(merge_rows(old, row, ("dataset", "seed", "budget_s")), indent=1,
+                                          default=str) + "\n")
+    print(compression_jobs.table(rows))
+    print(f"wrote {out}")
+
+
+def merge_rows(old: list[dict[str, Any]], row: dict[str, Any], keys: tuple[str, ...] = ("dataset", "seed")
+               ) -> list[dict[str, Any]]:
+    """``old`` without the row that matches ``row`` on ``keys`` (a missing seed is 0), then ``row``."""
+    key = [row.get(k, 0 if k == "seed" else None) for k in keys]
+    return [r for r in old if [r.get(k, 0 if k == "seed" else None) for k in keys] != key] + [row]
 
 
 if __name__ == "__main__":

@@ -95,22 +95,28 @@ class LogReporter:
               file=sys.stderr, flush=True)
 
 
+def job_task(split: datasets.Split, seed: int) -> tuple[Any, np.ndarray]:
+    """``(task, x_test)``: the engine's task on the split's training part (text: the vocabulary learned from it, as
+    in a job; images: exact duplicates grouped) and the test inputs encoded as the model takes them."""
+    from synthesis.engine import Task
+    from workers.data import text_task
+
+    if split.modality == "text":
+        task, encoder = text_task(list(split.x_train), split.y_train, len(split.classes), seed, test_fraction=0.0)
+        return task, encoder.encode(list(split.x_test))
+    rows = split.x_train.reshape(len(split.x_train), -1)
+    groups = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)  # exact duplicates together
+    return Task("image", split.x_train, split.y_train, len(split.classes), groups=groups), split.x_test
+
+
 def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str, Any]:
     """Synthesize on the training part, score the delivered ONNX model on the test part."""
     from core.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
-    from synthesis.engine import Options, Task, synthesize
-    from workers.data import text_task
+    from synthesis.engine import Options, synthesize
 
     start = time.monotonic()
-    if split.modality == "text":  # the vocabulary is learned from the rows the engine trains on, as in a job
-        task, encoder = text_task(list(split.x_train), split.y_train, len(split.classes), seed, test_fraction=0.0)
-        x_test = encoder.encode(list(split.x_test))
-    else:
-        rows = split.x_train.reshape(len(split.x_train), -1)
-        groups = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)  # exact duplicates together
-        task = Task("image", split.x_train, split.y_train, len(split.classes), groups=groups)
-        x_test = split.x_test
+    task, x_test = job_task(split, seed)
     # the held-out test rows are ours: netsynth trains and validates on all of the training rows
     result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogReporter())
     wall_s = time.monotonic() - start

@@ -20,7 +20,7 @@ import numpy as np
 
 from core import tree
 from core.packing import bits_for
-from core.reparam import Reparam, materialise, quantise, trainable
+from core.reparam import Reparam, shared_leaf
 from core.spec import Spec
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, State, with_params
@@ -58,13 +58,6 @@ def shareable(spec: Spec, params: Mapping[str, Any]) -> list[str]:
     return weights + sorted(p for p in params if p not in weights and np.size(params[p]) >= MIN_VECTOR)
 
 
-def share_leaf(path: str, leaf: Any, mask: Any | None, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """``(indices, dense leaf)`` of one leaf shared among ``k`` values, as training under them starts."""
-    _, idx = quantise(leaf, k, mask=mask)
-    one = Reparam({path: mask} if mask is not None else {}, {path: idx}, {path: k})
-    return idx, materialise(trainable({path: leaf}, one), one)[path]
-
-
 def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
     """Share each :func:`shareable` leaf's values among k of them, fewer than it shares now (None when no leaf
     can)."""
@@ -81,7 +74,7 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
 
     def shared(p: str, k: int) -> tuple[jnp.ndarray, jnp.ndarray]:
         if (p, k) not in cache:
-            cache[p, k] = share_leaf(p, params[p], masks.get(p), k)
+            cache[p, k] = shared_leaf(params[p], k, masks.get(p))
         return cache[p, k]
 
     def bucketed(choice: Mapping[str, int]) -> dict[str, Any]:

@@ -82,6 +82,7 @@ class Options:
     enough: float | None = 100.0
     reserve: float = 0.25
     loss_rise: float | None = 0.3
+    post_training: bool = True
 
     def __post_init__(self) -> None:
         if self.importance not in ("taylor", "l1"):

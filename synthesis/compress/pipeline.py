@@ -15,7 +15,9 @@ from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
+from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, Options, State
+from synthesis.compress.posttraining import Sharing, share_and_retrain, share_without_retraining
 from synthesis.compress.report import dense_bytes, figures
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
@@ -49,6 +51,10 @@ class Compressed:
         """Dense float32 bytes of the original network over the artifact's bytes."""
         return float(self.report["ratio"])
 
+
+RETRAINED_SHARE = 1 / 3
+"""Of the budget left after sharing without retraining (and the same again kept for that pass at the end), what
+sharing with retraining (:func:`synthesis.compress.posttraining.share_and_retrain`) may spend before the stages."""
 
 MEASURE_MARGIN = 0.5
 """A time budget's compression measures the original network first (ONNX export, verification, latency) and keeps
@@ -88,19 +94,40 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
                                                    (options.filters, options.connections, options.buckets),
                                                    strict=True) if on]
     total = sum(share for _, share in enabled) or 1.0
-    end = 0.0
     ctx.ceiling = None if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
+    fallback = start
     try:
+        if options.post_training:  # networks that ship even when no retraining fits in the budget
+            ctx.floor, ctx.until = start.accuracy - tolerance, 1.0
+            sharing = Sharing(ctx, start)
+            fallback, bound = share_without_retraining(ctx, sharing)
+            first = ctx.budget.used()  # the pass at the end costs about as much: the stages end that much earlier
+            ctx.until = first + max(1.0 - 2 * first, 0.0) * RETRAINED_SHARE
+            fallback = share_and_retrain(ctx, sharing, bound, 1.0) or fallback
+        else:
+            first = 0.0
+        began_stages, end = ctx.budget.used(), 0.0
+        span = max(1.0 - first - began_stages, 0.0)
         for i, (stage, share) in enumerate(enabled):
             end += share / total
-            ctx.until = min(end, 1.0)
+            ctx.until = min(began_stages + span * end, 1.0)
             if best is not start and ctx.enough(best):
                 break
             ctx.floor = start.accuracy - tolerance * (1.0 - options.reserve * (len(enabled) - 1 - i))
             best = stage(ctx, best)
+        if options.post_training and best is not start and not shared_weights(best):
+            ctx.floor, ctx.until = start.accuracy - tolerance, 1.0
+            best = share_without_retraining(ctx, Sharing(ctx, best))[0]
     except Cancelled as stop:
         stop_reason = stop.reason
+    if best is start or (fallback is not start and len(ctx.packed(fallback)) < len(ctx.packed(best))):
+        best = fallback  # (packing the original network, when either is it, would only cost time)
     return finish(ctx, start, best, stop_reason, tolerance, before)
+
+
+def shared_weights(state: State) -> bool:
+    """Whether any of ``state``'s connection weights share values (bucketing kept a round)."""
+    return any(p in state.reparam.sizes for p in weight_leaves(state.spec))
 
 
 def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float,

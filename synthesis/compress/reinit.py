@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from core import reparam as rp
@@ -53,5 +54,5 @@ def verify_same_outputs(ctx: Context, before: tuple[Spec, dict[str, Any]], after
 
 def compressed_start(params: dict[str, Any], reparam: rp.Reparam) -> dict[str, Any]:
     """Dense parameters as training under ``reparam`` starts from them: ``materialise(trainable(params))``
-    (pruned entries exactly zero, each bucket at its mean)."""
-    return rp.materialise(rp.trainable(params, reparam), reparam)
+    (pruned entries exactly zero, each bucket at its mean; :func:`core.reparam.host_start`)."""
+    return jax.tree.map(jnp.asarray, rp.host_start(params, reparam))

@@ -1,0 +1,161 @@
+"""Weight sharing without retraining: each layer's k from its quantisation error, one error bound for the whole
+network chosen on validation (post-training quantisation).
+
+Bucketing with retraining (:mod:`synthesis.compress.buckets`) needs epochs that a job's fine-synthesis share often
+does not hold: a 120 s digits job left compression 13.5 s, which its per-layer searches spent before any
+retraining, and it shipped 1.2x smaller. Here every shareable leaf is clustered once per k
+(:func:`core.reparam.shared_leaf`, 1-D k-means), each k's relative squared error ``|w_k - w|^2 / |w|^2`` noted,
+and a bound ``e`` shared by all layers picks, per layer, the fewest values whose error is at most ``e``: a layer
+whose weights cluster well gets fewer values than one whose weights do not (the error-driven bit allocation of
+HAWQ-style mixed precision, Dong et al., ICCV 2019, with the weight's own error as the sensitivity). The largest
+bound whose network (batch-norm statistics re-estimated) is within the tolerance on the validation rows is found by
+bisection over :data:`BOUNDS`: a handful of whole-network evaluations instead of a per-layer search's dozens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from core import tree
+from core.reparam import Reparam, shared_leaf
+from synthesis.compress.buckets import K_GRID, shareable, worth_it
+from synthesis.compress.context import Context, State, with_params
+from synthesis.compress.reinit import compressed_start, verify_same_outputs
+from synthesis.compress.retrain import retrain
+
+BOUNDS = tuple(float(e) for e in np.geomspace(1e-4, 0.25, 13))
+"""Relative squared errors a layer's sharing may add, mildest first (each about 1.9 times the one before)."""
+
+Option = tuple[int, jnp.ndarray, jnp.ndarray, float]  # k, indices, dense leaf, relative squared error
+
+
+class LeafOptions:
+    """The ways one leaf may be shared: each k of :data:`K_GRID` worth it (:func:`worth_it`), clustered when first
+    asked for, with its indices, dense leaf and relative squared error ``|w_k - w|^2 / |w|^2`` on the kept values."""
+
+    def __init__(self, leaf: Any, mask: Any | None) -> None:
+        self.leaf, self.mask = leaf, mask
+        self.keep = np.ones(np.shape(leaf), bool) if mask is None else np.asarray(mask) != 0
+        self.ks = [k for k in K_GRID if worth_it(k, int(self.keep.sum()))]
+        self.norm = float(np.sum(np.asarray(leaf, np.float64)[self.keep] ** 2)) or 1.0
+        self._done: dict[int, Option] = {}
+
+    def option(self, k: int) -> Option:
+        """Sharing among ``k`` values."""
+        if k not in self._done:
+            idx, dense = shared_leaf(self.leaf, k, self.mask)
+            gap = np.asarray(dense, np.float64)[self.keep] - np.asarray(self.leaf, np.float64)[self.keep]
+            self._done[k] = (k, idx, dense, float(np.sum(gap ** 2)) / self.norm)
+        return self._done[k]
+
+    def fewest_within(self, bound: float) -> Option | None:
+        """The option with the fewest values whose error is at most ``bound``, walking from the most values down
+        (the error grows as k falls); None when even the most values exceed it."""
+        found = None
+        for k in self.ks:
+            o = self.option(k)
+            if o[3] > bound:
+                break
+            found = o
+        return found
+
+
+def pick(options: Mapping[str, LeafOptions], bound: float) -> dict[str, Option]:
+    """Per leaf, the option with the fewest values whose error is at most ``bound`` (leaves with none left out)."""
+    chosen = {p: o.fewest_within(bound) for p, o in options.items()}
+    return {p: o for p, o in chosen.items() if o is not None}
+
+
+class Sharing:
+    """A network's shareable leaves (:class:`LeafOptions`, each clustered once per k), and the networks that
+    :data:`BOUNDS` give (measured on the validation rows, batch-norm statistics re-estimated)."""
+
+    def __init__(self, ctx: Context, state: State) -> None:
+        self.ctx, self.state = ctx, state
+        self.params = tree.flatten(state.variables["params"])
+        masks, sizes = state.reparam.masks, state.reparam.sizes
+        every = {p: LeafOptions(self.params[p], masks.get(p)) for p in shareable(state.spec, self.params)
+                 if p not in sizes}
+        self.options = {p: o for p, o in every.items() if o.ks}
+        self._at: dict[int, State | None] = {}
+
+    def at(self, i: int) -> State | None:
+        """The network with each leaf shared as :data:`BOUNDS` ``[i]`` picks (None: no leaf is)."""
+        if i not in self._at:
+            self.ctx.tick()
+            chosen, state = pick(self.options, BOUNDS[i]), self.state
+            self._at[i] = None
+            if chosen:
+                flat = {**self.params, **{p: o[2] for p, o in chosen.items()}}
+                variables = self.ctx.recalibrated(state.spec, with_params(state.variables, tree.unflatten(flat)))
+                reparam = Reparam(state.reparam.masks,
+                                  {**state.reparam.indices, **{p: o[1] for p, o in chosen.items()}},
+                                  {**state.reparam.sizes, **{p: o[0] for p, o in chosen.items()}})
+                self._at[i] = self.ctx.state(state.spec, variables, reparam)
+        return self._at[i]
+
+    def report(self, shared: State, kept: bool, i: int, stage: str) -> None:
+        """A ``compress_round`` event for the network of bound ``i``."""
+        ctx = self.ctx
+        ctx.reporter.event("compress_round", {
+            "stage": stage, "kept": kept, "val_accuracy": shared.accuracy, "floor": ctx.floor,
+            "val_loss": shared.loss, "ceiling": ctx.ceiling, "bound": BOUNDS[i],
+            "k": {p: int(shared.reparam.sizes[p]) for p in self.options if p in shared.reparam.sizes}})
+
+
+def share_without_retraining(ctx: Context, sharing: Sharing) -> tuple[State, int]:
+    """``(network, i)``: ``sharing``'s network with its not yet shared leaves shared as the largest bound
+    ``BOUNDS[i]`` allows within the tolerance without retraining (:attr:`Context.floor` and :attr:`Context.ceiling`
+    on the validation rows); ``(network, -1)`` when none does or the stage's share of the budget runs out first."""
+
+    def passes(i: int) -> bool:
+        shared = sharing.at(i)
+        kept = shared is not None and ctx.within(shared)
+        if shared is not None:
+            sharing.report(shared, kept, i, "shared")
+        return kept
+
+    lo, hi = -1, len(BOUNDS) - 1  # BOUNDS[lo] passes (-1: nothing shared); does any bound above it?
+    while lo < hi and not ctx.stop():
+        mid = (lo + hi + 1) // 2
+        if passes(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    best = sharing.at(lo) if lo >= 0 else None
+    if best is None:
+        return sharing.state, -1
+    return started(ctx, best), lo
+
+
+STEP = 3
+"""Bounds a retrained sharing goes beyond the last kept one (about 6.9 times the error)."""
+
+
+def share_and_retrain(ctx: Context, sharing: Sharing, after: int, share: float) -> State | None:
+    """``sharing``'s network with its not yet shared leaves shared beyond what holds without retraining
+    (``BOUNDS[after]``), in rounds of :data:`STEP` bounds, each retrained (codebooks trained, ``share`` of the budget
+    per round) and kept only within the tolerance; None when no round is."""
+    best, i = None, after + STEP
+    while i < len(BOUNDS) and not ctx.stop():
+        shared = sharing.at(i)
+        if shared is None:
+            break
+        trained = retrain(ctx, started(ctx, shared), share, "shared")
+        kept = ctx.within(trained)
+        sharing.report(trained, kept, i, "shared-retrained")
+        if not kept:
+            break
+        best, i = trained, i + STEP
+    return best
+
+
+def started(ctx: Context, shared: State) -> State:
+    """``shared`` with its dense variables at exactly what training under its reparam starts from (verified)."""
+    start = with_params(shared.variables, compressed_start(shared.variables["params"], shared.reparam))
+    verify_same_outputs(ctx, (shared.spec, shared.variables), (shared.spec, start))
+    return State(shared.spec, start, shared.reparam, shared.accuracy, shared.loss)

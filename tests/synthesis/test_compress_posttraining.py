@@ -1,0 +1,90 @@
+"""Weight sharing without retraining (and with a short retraining after it): per-layer k from the quantisation
+error, one bound chosen on validation, the tolerance held, and a network that ships when no stage can retrain."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core import artifact, tree
+from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
+from synthesis.compress import Options, compress
+from synthesis.compress.posttraining import BOUNDS, LeafOptions, Sharing, share_and_retrain, share_without_retraining
+from tests.synthesis.compress_setup import CONFIG, Recorder, context, digits, start, trained
+
+
+def test_a_leaf_is_shared_among_fewer_values_as_the_error_bound_grows() -> None:
+    leaf = np.random.default_rng(0).normal(size=(64, 48)).astype(np.float32)
+    options = LeafOptions(leaf, None)
+    errors = [options.option(k)[3] for k in options.ks]
+    assert options.ks == sorted(options.ks, reverse=True) and errors == sorted(errors)
+    assert options.fewest_within(0.0) is None  # no sharing is exact on normal weights
+    ks = [o[0] for o in (options.fewest_within(b) for b in BOUNDS) if o is not None]
+    assert ks and ks == sorted(ks, reverse=True) and ks[-1] < ks[0]
+    for k, idx, dense, error in (options.fewest_within(b) for b in BOUNDS[-1:]):  # type: ignore[misc]
+        assert len(np.unique(np.asarray(dense))) <= k
+        np.testing.assert_array_equal(np.asarray(idx), np.asarray(quantise(leaf, k)[1]))
+        assert error == np.sum((np.asarray(dense, np.float64) - leaf) ** 2) / np.sum(leaf.astype(np.float64) ** 2)
+
+
+def test_the_host_start_is_what_training_under_the_reparam_starts_from() -> None:
+    rng = np.random.default_rng(1)
+    leaf = rng.normal(size=(30, 20)).astype(np.float32)
+    mask = (rng.random(leaf.shape) > 0.4).astype(np.float32)
+    for k, m in ((8, None), (4, mask)):
+        idx, dense = shared_leaf(leaf, k, m)
+        one = Reparam({"w": m} if m is not None else {}, {"w": idx}, {"w": k})
+        reference = np.asarray(materialise(trainable({"w": leaf}, one), one)["w"])
+        np.testing.assert_allclose(np.asarray(dense), reference, atol=1e-6)
+        np.testing.assert_allclose(host_start({"w": leaf}, one)["w"], reference, atol=1e-6)
+        if m is not None:
+            assert np.all(np.asarray(dense)[m == 0] == 0)
+
+
+def test_sharing_without_retraining_keeps_the_tolerance_and_shrinks_the_artifact() -> None:
+    recorder = Recorder()
+    ctx = context(reporter=recorder)
+    state = start(ctx)
+    ctx.floor = state.accuracy - 0.01
+    shared, i = share_without_retraining(ctx, Sharing(ctx, state))
+    assert i >= 0 and shared.accuracy >= ctx.floor
+    assert shared.reparam.sizes and all(k < 256 for k in shared.reparam.sizes.values())
+    assert len(ctx.packed(shared)) < len(ctx.packed(state)) / 3
+    decoded = artifact.decode(ctx.packed(shared))
+    for path, leaf in tree.flatten(shared.variables["params"]).items():
+        assert np.asarray(leaf, np.float32).tobytes() == tree.flatten(decoded.variables["params"])[path].tobytes()
+    rounds = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared"]
+    assert rounds and any(r["kept"] for r in rounds)
+    assert all(r["val_accuracy"] < ctx.floor for r in rounds if not r["kept"] and r["val_loss"] <= (ctx.ceiling
+                                                                                                       or np.inf))
+    ctx.floor = 1.01  # nothing can keep it: the network comes back unshared
+    assert share_without_retraining(ctx, Sharing(ctx, state)) == (state, -1)
+
+
+def test_retraining_a_sharing_goes_beyond_what_holds_without_it() -> None:
+    recorder = Recorder()
+    ctx = context(epochs=6, reporter=recorder)
+    state = start(ctx)
+    ctx.floor = state.accuracy - 0.01
+    sharing = Sharing(ctx, state)
+    shared, i = share_without_retraining(ctx, sharing)
+    ctx.until = 1.0
+    retrained = share_and_retrain(ctx, sharing, i, 1.0)
+    tries = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
+    assert tries and ctx.budget.epochs_used >= 1
+    if retrained is not None:  # kept: fewer values than without retraining, still within the tolerance
+        assert retrained.accuracy >= ctx.floor and tries[0]["kept"]
+        assert sum(retrained.reparam.sizes.values()) < sum(shared.reparam.sizes.values())
+    else:
+        assert not tries[0]["kept"]
+
+
+def test_with_no_stage_able_to_retrain_a_shared_network_still_ships() -> None:
+    spec, variables = trained()
+    data = digits()
+    off = Options(filters=False, connections=False, buckets=False, post_training=False)
+    plain = compress(spec, variables, data, tolerance=0.01, epochs=1, config=CONFIG, options=off)
+    shared = compress(spec, variables, data, tolerance=0.01, epochs=1, config=CONFIG,
+                      options=Options(filters=False, connections=False, buckets=False))
+    assert plain.ratio < 1.5 < 3 < shared.ratio
+    assert shared.report["val_accuracy_after"] >= shared.report["val_accuracy_before"] - 0.01
+    assert shared.report["bits"]
