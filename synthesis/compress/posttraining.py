@@ -134,18 +134,21 @@ def share_without_retraining(ctx: Context, sharing: Sharing) -> tuple[State, int
 
 STEP = 3
 """Bounds a retrained sharing goes beyond the last kept one (about 6.9 times the error)."""
+ROUND_EPOCHS = 5
+"""The most epochs one round of retrained sharing trains the codebooks: enough to win back the images sharing among
+16 values lost on digits, and with a large epoch budget the stages, which compress much further, keep the rest."""
 
 
 def share_and_retrain(ctx: Context, sharing: Sharing, after: int, share: float) -> State | None:
     """``sharing``'s network with its not yet shared leaves shared beyond what holds without retraining
     (``BOUNDS[after]``), in rounds of :data:`STEP` bounds, each retrained (codebooks trained, ``share`` of the budget
-    per round) and kept only within the tolerance; None when no round is."""
+    and at most :data:`ROUND_EPOCHS` per round) and kept only within the tolerance; None when no round is."""
     best, i = None, after + STEP
     while i < len(BOUNDS) and not ctx.stop():
         shared = sharing.at(i)
         if shared is None:
             break
-        trained = retrain(ctx, started(ctx, shared), share, "shared")
+        trained = retrain(ctx, started(ctx, shared), share, "shared", ROUND_EPOCHS)
         kept = ctx.within(trained)
         sharing.report(trained, kept, i, "shared-retrained")
         if not kept:

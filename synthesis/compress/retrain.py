@@ -22,10 +22,11 @@ def retraining(config: TrainConfig, options: Options, epochs: int, limit: float 
                    seed=seed, progress_every=0)
 
 
-def retrain(ctx: Context, state: State, share: float, stage: str) -> State:
-    """Return ``state`` fine-tuned for ``share`` of the budget (:func:`retraining`, early stopping on validation
-    accuracy), or ``state`` itself when that validates better or nothing is left."""
-    epochs, limit = grant(ctx.budget, share, ctx.options.max_epochs, ctx.until)
+def retrain(ctx: Context, state: State, share: float, stage: str, max_epochs: int | None = None) -> State:
+    """Return ``state`` fine-tuned for ``share`` of the budget and at most ``max_epochs`` (default
+    ``options.max_epochs``; :func:`retraining`, early stopping on validation accuracy), or ``state`` itself when that
+    validates better or nothing is left."""
+    epochs, limit = grant(ctx.budget, share, max_epochs or ctx.options.max_epochs, ctx.until)
     if epochs == 0:
         return state
     ctx.seed += 1

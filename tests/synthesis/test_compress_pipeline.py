@@ -40,7 +40,7 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
     onnx = OnnxClassifier(c.onnx).predict(data.x_val)
     assert np.mean(onnx == data.y_val) == pytest.approx(after, abs=2 / len(data.y_val))
     b, a = c.report["before"], c.report["after"]
-    assert a["nonzeros"] < b["nonzeros"] and a["compressed_bytes"] == len(c.artifact)
+    assert a["nonzeros"] <= b["nonzeros"] and a["compressed_bytes"] == len(c.artifact) < b["compressed_bytes"]
     assert c.report["ratio"] == pytest.approx(b["dense_bytes"] / a["compressed_bytes"])
     for key in ("params", "macs", "macs_nonzero", "onnx_gzip_bytes", "latency_ms", "accuracy"):
         assert a[key] is not None and b[key] is not None
