@@ -142,6 +142,9 @@ def run_dataset(name: str, data: Any, info: Any, epochs: int, max_macs: int, arg
             print(f"  {name} {candidate.id} skipped: {failures[-1]['error']}", flush=True)
             continue
         rows.append({**row, "macs": macs})
+        partial = {"epochs": epochs, "seed": args.seed, "fresh": not (name in TUNED_ON and args.seed == 0)}
+        save({"datasets": {key(name, args.seed): {**partial, "candidates": rows}}},  # --rescore-able if cut short
+             args.out.with_suffix(".partial.json"), quiet=True)
         print(f"  {name} {len(rows):>2}/{args.candidates} {row['id']} lr {row['hparams']['learning_rate']:.2g} "
               f"params {row['params']:>8,} macs {macs / 1e6:5.2f}M  final {max(row['curve']):.4f}  "
               f"{row['wall_s']:6.1f}s", flush=True)
@@ -217,11 +220,12 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save(result: dict[str, Any], out: Path) -> None:
+def save(result: dict[str, Any], out: Path, quiet: bool = False) -> None:
     """Write the result document as JSON to ``out`` (creating its folder)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    if not quiet:
+        print(f"wrote {out}")
 
 
 def main(argv: list[str] | None = None) -> None:

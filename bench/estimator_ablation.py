@@ -97,8 +97,22 @@ def run_one(task: Any, x_test: np.ndarray, y_test: np.ndarray, epochs: int, seed
             "spec": result.model.spec.get("name"), "wall_s": round(time.monotonic() - start, 1)}
 
 
+def save(runs: list[dict[str, Any]], rules: list[str], args: argparse.Namespace) -> None:
+    """Merge the runs so far into ``args.out`` under ``ablation`` (after every run: a cut-short ablation keeps its
+    finished runs)."""
+    done = [r for r in rules if any(row["rule"] == r for row in runs)]
+    mean = {rule: float(np.mean([r["test_error"] for r in runs if r["rule"] == rule])) for rule in done}
+    doc = json.loads(args.out.read_text()) if args.out.exists() else {}
+    doc["ablation"] = {"runs": runs, "mean_test_error": mean,
+                       "settings": {"epochs": args.epochs, "text_rows": args.text_rows, "seeds": args.seeds,
+                                    "options": "test_fraction 0, compress and explain off, fixed latency model",
+                                    "switch": "synthesis.search.SearchConfig.stop_rule"}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run every dataset, seed and rule; print the table; merge the result into ``--out`` under ``ablation``."""
+    """Run every dataset, seed and rule, saving after each run; print the table."""
     args = parse_args(argv)
     from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
@@ -113,19 +127,12 @@ def main(argv: list[str] | None = None) -> None:
                        **run_one(task, x_test, y_test, args.epochs, seed, rule)}
                 runs.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
-    mean = {rule: float(np.mean([r["test_error"] for r in runs if r["rule"] == rule])) for rule in rules}
-    doc = json.loads(args.out.read_text()) if args.out.exists() else {}
-    doc["ablation"] = {"runs": runs, "mean_test_error": mean,
-                       "settings": {"epochs": args.epochs, "text_rows": args.text_rows, "seeds": args.seeds,
-                                    "options": "test_fraction 0, compress and explain off, fixed latency model",
-                                    "switch": "synthesis.search.SearchConfig.stop_rule"}}
+                save(runs, rules, args)
     print(f"{'dataset':<8}{'seed':>5}" + "".join(f"{r + ' test err':>24}" for r in rules))
     for name in dict.fromkeys(r["dataset"] for r in runs):
         for seed in dict.fromkeys(r["seed"] for r in runs if r["dataset"] == name):
             errs = {r["rule"]: r["test_error"] for r in runs if r["dataset"] == name and r["seed"] == seed}
             print(f"{name:<8}{seed:>5}" + "".join(f"{errs[r]:>24.4f}" for r in rules))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
