@@ -95,7 +95,7 @@ def test_compression_stops_once_the_network_is_compressed_enough() -> None:
     for enough in (None, 1.3):
         recorder = Recorder()
         c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, reporter=recorder,
-                     options=Options(prune_rounds=3, enough=enough), config=CONFIG)
+                     options=Options(prune_rounds=3, enough=enough, post_training=False), config=CONFIG)
         runs[enough] = (c, [kind for kind, _ in recorder.events if kind.startswith("compress_")
                             and kind != "compress_retrain"])
     full, stopped = runs[None], runs[1.3]
@@ -111,7 +111,8 @@ def test_each_later_stage_keeps_back_its_reserved_share_of_the_tolerance() -> No
     spec, variables = trained()
     recorder = Recorder()
     c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, reporter=recorder,
-                 options=Options(prune_rounds=2, reserve=0.2, enough=None, loss_rise=None), config=CONFIG)
+                 options=Options(prune_rounds=2, reserve=0.2, enough=None, loss_rise=None, post_training=False),
+                 config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
     assert {p["stage"] for p in rounds} == {"filters", "connections", "buckets"}
     start = c.report["val_accuracy_before"]
