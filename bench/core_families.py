@@ -9,8 +9,8 @@ Spam-like text layout. The netsynth side is ``core.model.build`` of that spec an
 (``bench/families/torch_net.py``; the parameter counts are asserted equal), with AdamW on the same tensors.
 The method is ``bench/core_throughput.py``'s, through its functions: its XLA flags and allocator tunables,
 both sides in one process, alternating bursts of ``--steps`` steps, ``--repeats`` of each; PyTorch images in
-NCHW and channels-last, the faster layout per mode reported. Ratios are medians of the per-round ratios.
-Batch 128 and the batch the search's seeds train with (64).
+NCHW or channels-last, whichever was faster per mode in one trial burst each. Ratios are medians of the
+per-round ratios. Batch 128 and the batch the search's seeds train with (64).
 
 Usage: ``python bench/core_families.py [--quick] [--families hand-cnn,text-cnn] [--batches 128,64]``.
 """
@@ -78,31 +78,34 @@ def measure(family: Family, batch: int, args: argparse.Namespace) -> dict[str, A
     spec = family.spec()
     data = batches(family.info, batch)
     ours_train, ours_infer, settings = netsynth_side(spec.to_dict(), batch, data)
-    bursts: dict[str, Burst] = {"ours_train": ours_train, "ours_infer": ours_infer}
     layouts = LAYOUTS if family.info.modality == "image" else LAYOUTS[1:]
+    twins: dict[str, tuple[Burst, Burst]] = {}
     params = 0
     for layout in layouts:
         torch.manual_seed(0)
         twin = TorchNet(spec)
         params = same_params(settings["params"], twin)
-        bursts[f"torch_{layout}_train"], bursts[f"torch_{layout}_infer"] = torch_bursts(
-            twin, batch, data, layout == "channels_last")
+        twins[layout] = torch_bursts(twin, batch, data, layout == "channels_last")
+    trial = {f"{lay}_{mode}": round(twins[lay][i](args.steps), 1)  # one burst each: the faster layout runs
+             for lay in layouts for i, mode in enumerate(("train", "infer"))}
+    best = {mode: max(layouts, key=lambda lay: trial[f"{lay}_{mode}"]) for mode in ("train", "infer")}
+    bursts: dict[str, Burst] = {"ours_train": ours_train, "torch_train": twins[best["train"]][0],
+                                "ours_infer": ours_infer, "torch_infer": twins[best["infer"]][1]}
     load = os.getloadavg()[0]
     samples = interleave(bursts, args.steps, args.repeats, args.pause)
     flops = flops_per_image(spec)
     unit = "img/s" if family.info.modality == "image" else "texts/s"
     row: dict[str, Any] = {"family": family.name, "batch": batch, "params": params, "unit": unit,
-                           "note": family.note, "arch": family.arch, "torch_layout": {},
-                           "load_average": round(load, 2), "flops_per_example": flops}
+                           "note": family.note, "arch": family.arch, "torch_layout": best,
+                           "torch_layout_trial": trial, "load_average": round(load, 2),
+                           "flops_per_example": flops}
     for mode in ("train", "infer"):
-        best = max(layouts, key=lambda lay: statistics.median(samples[f"torch_{lay}_{mode}"]))
-        ours, theirs = samples[f"ours_{mode}"], samples[f"torch_{best}_{mode}"]
+        ours, theirs = samples[f"ours_{mode}"], samples[f"torch_{mode}"]
         row[f"{mode}_ratio"] = round(_median_ratio(ours, theirs), 3)
         row[f"{mode}_per_s"] = round(statistics.median(ours), 1)
         row[f"torch_{mode}_per_s"] = round(statistics.median(theirs), 1)
         row[f"{mode}_gflops"] = round(row[f"{mode}_per_s"] * flops[f"{mode}_flops"] / 1e9, 2)
         row[f"torch_{mode}_gflops"] = round(row[f"torch_{mode}_per_s"] * flops[f"{mode}_flops"] / 1e9, 2)
-        row["torch_layout"][mode] = best
     row["samples"] = {k: [round(v, 1) for v in vs] for k, vs in samples.items()}
     return row
 
