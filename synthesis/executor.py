@@ -20,7 +20,7 @@ import numpy as np
 from core.data import Dataset
 from core.spec import Spec
 from core.train_config import TrainConfig
-from synthesis.estimator import predict_final
+from synthesis.estimator import rung_score
 from synthesis.trial import TrialResult, run_trial
 
 _RESULT_FIELDS = ("curve", "status", "reason", "seconds", "epochs", "best_metric", "best_loss", "first_epoch_s",
@@ -134,7 +134,7 @@ def run_request(request: TrialRequest, data: Dataset, worker: str,
         rung = scores.get(len(curve))
         if rung is None:
             return True
-        prediction = predict_final(curve, request.horizon)
+        prediction = rung_score(curve, request.horizon)  # the default rule, as the coordinator's own trials
         rung.append(prediction)
         added[len(curve)] = prediction
         return promotes(rung, prediction, request.eta)
