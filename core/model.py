@@ -87,7 +87,7 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype,
         c = x.shape[-1]
         return nn.Conv(c * p["depth_multiplier"], tuple(p["kernel_size"]), tuple(p["strides"]),
                        padding=_padding(p), feature_group_count=c, use_bias=p["use_bias"],
-                       dtype=dtype, name=name)(x)
+                       dtype=dtype, conv_general_dilated=kernels.conv_general_dilated, name=name)(x)
     if op == "separable_conv2d":
         return SeparableConv2D(p["filters"], tuple(p["kernel_size"]), tuple(p["strides"]),
                                _padding(p), p["depth_multiplier"], p["use_bias"], dtype,

@@ -84,20 +84,25 @@ CONV_CASES = [
     ((2, 9, 9, 2), (2, 3, 2, 4), (1, 2), ((1, 0), (2, -1))),  # explicit, asymmetric pads
     ((2, 12, 2), (5, 2, 3), (2,), "SAME"),                  # 1-D
     ((2, 8, 8, 6), (3, 3, 6, 4), (1, 1), "SAME"),           # many channels: lax itself
+    ((2, 8, 8, 6), (3, 3, 1, 6), (1, 1), "SAME", 6),        # depthwise fast path
+    ((2, 9, 7, 5), (5, 3, 1, 5), (2, 2), "SAME", 5),        # depthwise, strided, odd sizes
 ]
 
 
-@pytest.mark.parametrize(("xs", "ks", "strides", "padding"), CONV_CASES)
-def test_conv_matches_lax_values_and_gradients(xs, ks, strides, padding):
+@pytest.mark.parametrize(("xs", "ks", "strides", "padding", "groups"),
+                         [(*case, 1)[:5] for case in CONV_CASES])
+def test_conv_matches_lax_values_and_gradients(xs, ks, strides, padding, groups):
     rng = np.random.default_rng(1)
     x, k = _randn(rng, xs), _randn(rng, ks)
     dn = CHANNELS_LAST[len(xs) - 2]
 
     def ours(a, b):
-        return kernels.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn)
+        return kernels.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn,
+                                            feature_group_count=groups)
 
     def ref(a, b):
         return lax.conv_general_dilated(a, b, strides, padding, dimension_numbers=dn,
+                                        feature_group_count=groups,
                                         precision=lax.Precision.HIGHEST)
 
     y, back = jax.vjp(jax.jit(ours), x, k)
