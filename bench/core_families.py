@@ -111,30 +111,38 @@ def measure(family: Family, batch: int, args: argparse.Namespace) -> dict[str, A
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Measure every chosen family at every batch size; return the result document."""
+    """Measure every chosen family at every batch size (all families at the first size, then the next);
+    return the result document, also written to ``args.out`` after each row (``complete`` false until the
+    last), so an interrupted run keeps what it measured."""
     import torch
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     torch.set_flush_denormal(True)
     sizes = [int(b) for b in args.batches.split(",")]
     start, load_start = time.time(), os.getloadavg()
-    rows = []
-    for name in args.families.split(","):
-        for batch in sizes:
+    rows: list[dict[str, Any]] = []
+    names = args.families.split(",")
+    result: dict[str, Any] = {}
+    for batch in sizes:
+        for name in names:
             rows.append(measure(FAMILIES[name], batch, args))
             print(row_line(rows[-1], cpu_peak()["peak_gflops"]), flush=True)
-    settings = {
-        "steps_per_burst": args.steps, "repeats": args.repeats, "pause_s": args.pause, "batches": sizes,
-        "search_batch": SEARCH_BATCH, "quick": args.quick, "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"), "torch_threads": torch.get_num_threads(),
-        "optimizer": "AdamW lr 1e-3, weight decay 1e-4 on rank >= 2 tensors", "loss": "softmax cross-entropy",
-        "ratio": "median over rounds of netsynth / PyTorch (faster layout), per-second figures are medians",
-        "load_average_start": [round(x, 2) for x in load_start],
-        "load_average_end": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.time() - start),
-        "families_module": "bench/families/specs.py", "cpu": cpu_peak(), "versions": _versions()}
-    first = sizes[0]
-    return {"rows": [r for r in rows if r["batch"] == first],
-            "rows_other_batches": [r for r in rows if r["batch"] != first], "settings": settings}
+            settings = {
+                "steps_per_burst": args.steps, "repeats": args.repeats, "pause_s": args.pause, "batches": sizes,
+                "search_batch": SEARCH_BATCH, "quick": args.quick, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "glibc_tunables": os.environ.get("GLIBC_TUNABLES"), "torch_threads": torch.get_num_threads(),
+                "optimizer": "AdamW lr 1e-3, weight decay 1e-4 on rank >= 2 tensors",
+                "loss": "softmax cross-entropy",
+                "ratio": "median over rounds of netsynth / PyTorch (faster layout), per-second figures are medians",
+                "load_average_start": [round(x, 2) for x in load_start],
+                "load_average_end": [round(x, 2) for x in os.getloadavg()], "wall_s": round(time.time() - start),
+                "families_module": "bench/families/specs.py", "cpu": cpu_peak(), "versions": _versions()}
+            result = {"complete": len(rows) == len(sizes) * len(names),
+                      "rows": [r for r in rows if r["batch"] == sizes[0]],
+                      "rows_other_batches": [r for r in rows if r["batch"] != sizes[0]], "settings": settings}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 HEADER = (f"{'family':<17}{'batch':>6}{'params':>11}{'netsynth':>11}{'PyTorch':>10}{'train':>7}"
@@ -171,8 +179,6 @@ def main(argv: list[str] | None = None) -> None:
     print(HEADER, flush=True)
     result = run(args)
     print(report(result))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
     out = args.out.resolve()
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
 
