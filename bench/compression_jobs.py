@@ -11,6 +11,7 @@ seed and budget; a re-run replaces its rows).
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,14 +31,15 @@ def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, 
 
     split = datasets.load(name, seed, data_dir=data_dir)
     task, x_test = job_task(split, seed)
-    began = time.monotonic()
+    env, began = environment(), time.monotonic()
     result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogReporter())
     wall = time.monotonic() - began
     y_test = np.asarray(split.y_test)
     dense = float(np.mean(OnnxClassifier(result.model.onnx).predict(x_test) == y_test))
     row: dict[str, Any] = {"dataset": name, "seed": seed, "budget_s": budget_s, "wall_s": round(wall, 1),
                            "test_rows": len(y_test), "params": result.model.param_count,
-                           "accuracy_dense": dense, "environment": environment()}
+                           "accuracy_dense": dense,
+                           "environment": {**env, "load_avg_end": os.getloadavg()[0]}}
     c = result.compressed
     if c is None:
         return {**row, "ratio": None, "accuracy_compressed": None, "accuracy_change_pt": None,

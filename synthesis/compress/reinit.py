@@ -55,4 +55,5 @@ def verify_same_outputs(ctx: Context, before: tuple[Spec, dict[str, Any]], after
 def compressed_start(params: dict[str, Any], reparam: rp.Reparam) -> dict[str, Any]:
     """Dense parameters as training under ``reparam`` starts from them: ``materialise(trainable(params))``
     (pruned entries exactly zero, each bucket at its mean; :func:`core.reparam.host_start`)."""
-    return jax.tree.map(jnp.asarray, rp.host_start(params, reparam))
+    out: dict[str, Any] = jax.tree.map(jnp.asarray, rp.host_start(params, reparam))
+    return out

@@ -3,6 +3,7 @@ error, one bound chosen on validation, the tolerance held, and a network that sh
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
 from core import artifact, tree
@@ -32,7 +33,7 @@ def test_the_host_start_is_what_training_under_the_reparam_starts_from() -> None
     mask = (rng.random(leaf.shape) > 0.4).astype(np.float32)
     for k, m in ((8, None), (4, mask)):
         idx, dense = shared_leaf(leaf, k, m)
-        one = Reparam({"w": m} if m is not None else {}, {"w": idx}, {"w": k})
+        one = Reparam({"w": jnp.asarray(m)} if m is not None else {}, {"w": idx}, {"w": k})
         reference = np.asarray(materialise(trainable({"w": leaf}, one), one)["w"])
         np.testing.assert_allclose(np.asarray(dense), reference, atol=1e-6)
         np.testing.assert_allclose(host_start({"w": leaf}, one)["w"], reference, atol=1e-6)
