@@ -51,7 +51,8 @@ def use_compile_cache(settings: Settings | None = None) -> Path | None:
 
 @signals.worker_process_init.connect
 def _prepare_pool_process(**_kwargs: Any) -> None:
-    """Before a pool process imports JAX: the XLA:CPU flags core was tuned with, and one GPU per process."""
+    """Before a pool process imports JAX: the XLA:CPU flags core was tuned with, the persistent compilation cache,
+    and one GPU per process."""
     from billiard.process import current_process
 
     use_cpu_xla_flags()
