@@ -7,7 +7,9 @@ as an ``.npz``) or SMS Spam (``DIR/sms_spam/data.csv`` as it is) at a time budge
 * ``off``: no persistent cache (the figure before the cache);
 * ``cold``: an empty cache folder of the (dataset, budget) pair: the job writes its programs there (and reads back
   those it compiles twice);
-* ``warm``: the same folder again: a second job on the same data, as a worker's next job finds it.
+* ``warm``: the same folder again: a second job on the same data, as a worker's next job finds it;
+* ``warm2``: the folder once more (a third job): a search decides what to train by what it measured, so a job may
+  train a candidate the jobs before it did not reach, whose programs the second job still compiles.
 
 A job's compile seconds are the seconds its process spent tracing, lowering and compiling programs (or reading
 them back from the cache), from JAX's monitoring events (``core.compilation``): ``compile_seconds`` of its
@@ -39,7 +41,7 @@ from synthesis_quality import environment
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DEFAULT_OUT = HERE / "results" / "compile.json"
-MODES = ("off", "cold", "warm")
+MODES = ("off", "cold", "warm", "warm2")
 TARGET_SHARE = 0.10
 
 
@@ -49,8 +51,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA, help="folder holding sms_spam/data.csv")
     p.add_argument("--datasets", default="digits,sms", help="comma-separated subset of digits,sms")
     p.add_argument("--budgets", default="120,300", help="comma-separated budgets in seconds (e.g. 120,300,1200)")
-    p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of off,cold,warm (warm needs "
-                                                             "cold before it in the same run)")
+    p.add_argument("--modes", default="off,cold,warm", help="comma-separated subset of off,cold,warm,warm2 (warm "
+                                                             "needs cold before it, or --work with its caches)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--work", type=Path, help="scratch folder for data, caches and job outputs (default: a "
@@ -125,8 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     """Run every (dataset, budget, mode) job one after another, print the table, write the JSON."""
     args = parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
-    if set(modes) - set(MODES) or ("warm" in modes and "cold" not in modes):
-        raise SystemExit(f"--modes: a subset of {','.join(MODES)}; warm needs cold")
+    if set(modes) - set(MODES) or (args.work is None and {"warm", "warm2"} & set(modes) and "cold" not in modes):
+        raise SystemExit(f"--modes: a subset of {','.join(MODES)}; warm needs cold (or --work with its caches)")
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-compile-") as tmp:
         work = args.work or Path(tmp)
