@@ -193,7 +193,8 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
         reporter.event("warning", {"message": warning})
     if compressed is not None:
         compressed.model.metrics["candidate"] = winner.candidate.id
-    if options.explain and search.stop_reason not in INTERRUPTED and shielded.interrupted is None:
+    if (options.explain and len(split.test) and search.stop_reason not in INTERRUPTED  # a report is of test rows
+            and shielded.interrupted is None):
         reporter.stage("explaining")
         rows = report_data(task.classes or [str(c) for c in range(task.num_classes)], x, task.y, split, task.rows,
                            task.texts)

@@ -181,6 +181,17 @@ def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> 
     assert events.of("warning") == [{"message": warning}]
 
 
+def test_a_caller_keeping_its_own_test_rows_gets_a_model_and_no_report() -> None:
+    """``test_fraction`` 0 (the benchmarks keep their own test rows): the explanation report, which is of the test
+    rows, is left out rather than failing the job after its model was trained."""
+    rng = np.random.default_rng(0)
+    y = np.arange(120) % 2
+    x = (rng.random((120, 8, 8, 1)) * 60 + 150 * y[:, None, None, None]).astype(np.uint8)
+    result = synthesize(Task("image", x, y.astype(np.int64), 2), Budget(epochs=3),
+                        Options(latency=LATENCY, compress=False, test_fraction=0.0))
+    assert result.split["test"] == 0 and result.model.onnx and result.model.report is None
+
+
 def test_the_chance_level_warning_compares_with_the_commonest_class() -> None:
     y = np.array([0, 0, 0, 1])
     assert select.chance_level_warning(0.75, y) is not None and select.chance_level_warning(0.5, y) is not None
