@@ -52,9 +52,12 @@ class Compressed:
         return float(self.report["ratio"])
 
 
-RETRAINED_SHARE = 1 / 3
-"""Of the budget left after sharing without retraining (and the same again kept for that pass at the end), what
-sharing with retraining (:func:`synthesis.compress.posttraining.share_and_retrain`) may spend before the stages."""
+STAGE_ROOM = 8.0
+"""A time budget's stages run only when what is left after sharing without retraining (and as much again kept for
+that pass at the end) is at least this many times what that pass took: their per-layer searches score dozens of
+networks where the pass scored a handful, and a 120 s digits job's 13.5 s of compression went to them before any
+retraining. Short of that, the time goes to sharing with retraining
+(:func:`synthesis.compress.posttraining.share_and_retrain`)."""
 
 MEASURE_MARGIN = 0.5
 """A time budget's compression measures the original network first (ONNX export, verification, latency) and keeps
@@ -97,15 +100,14 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     ctx.ceiling = None if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
     fallback = start
     try:
-        if options.post_training:  # networks that ship even when no retraining fits in the budget
+        first = 0.0
+        if options.post_training:  # a network that ships even when no retraining fits in the budget
             ctx.floor, ctx.until = start.accuracy - tolerance, 1.0
             sharing = Sharing(ctx, start)
             fallback, bound = share_without_retraining(ctx, sharing)
             first = ctx.budget.used()  # the pass at the end costs about as much: the stages end that much earlier
-            ctx.until = first + max(1.0 - 2 * first, 0.0) * RETRAINED_SHARE
-            fallback = share_and_retrain(ctx, sharing, bound, 1.0) or fallback
-        else:
-            first = 0.0
+            if seconds is not None and 1.0 - 2 * first < STAGE_ROOM * first:  # the stages would not get to retrain
+                fallback, enabled = share_and_retrain(ctx, sharing, bound, 1.0) or fallback, []
         began_stages, end = ctx.budget.used(), 0.0
         span = max(1.0 - first - began_stages, 0.0)
         for i, (stage, share) in enumerate(enabled):

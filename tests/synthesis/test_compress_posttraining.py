@@ -3,8 +3,11 @@ error, one bound chosen on validation, the tolerance held, and a network that sh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from core import artifact, tree
 from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
@@ -89,3 +92,32 @@ def test_with_no_stage_able_to_retrain_a_shared_network_still_ships() -> None:
     assert plain.ratio < 1.5 < 3 < shared.ratio
     assert shared.report["val_accuracy_after"] >= shared.report["val_accuracy_before"] - 0.01
     assert shared.report["bits"]
+
+
+class Ticking(Recorder):
+    """A reporter whose every progress report moves a fake clock ``step`` seconds on (scoring a network does)."""
+
+    def __init__(self, now: list[float], step: float) -> None:
+        super().__init__()
+        self.now, self.step = now, step
+
+    def progress(self, fraction: float, metrics: Mapping[str, float]) -> None:
+        self.now[0] += self.step
+        super().progress(fraction, metrics)
+
+
+@pytest.mark.parametrize(("step", "stages_run"), [(6.0, False), (0.05, True)])
+def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stages_run: bool) -> None:
+    """Scoring a network costs ``step`` of a 100 s budget: at 6 s the sharing pass takes about a quarter of it and
+    the stages' per-layer searches would not reach their retraining, so the time goes to sharing with retraining."""
+    spec, variables = trained()
+    now = [0.0]
+    recorder = Ticking(now, step)
+    c = compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+                 options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
+    kinds = {kind for kind, _ in recorder.events}
+    stages = {"compress_filters", "compress_prune", "compress_buckets"}
+    assert bool(kinds & stages) is stages_run
+    retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
+    assert bool(retrained) is not stages_run
+    assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
