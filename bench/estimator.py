@@ -217,6 +217,9 @@ def report(result: dict[str, Any]) -> str:
     for name, r in per.items():
         cells = [f"{f}: " + " / ".join(f"{v['rho'][k]:.3f}" for k in rules) for f, v in r["by_fraction"].items()]
         lines.append(f"{name} rho ({' / '.join(rules)}) by fraction seen: " + ", ".join(cells))
+    for name, r in per.items():
+        lines.append(f"{name} ASHA replayed (chosen final / epochs spent): " + ", ".join(
+            f"{k} {v['chosen_final']:.4f} / {v['epochs_spent']}" for k, v in r["replay"].items()))
     return "\n".join(lines)
 
 

@@ -79,5 +79,36 @@ def rescore(run: dict[str, Any], fraction: float) -> dict[str, Any]:
         e = evaluate(rows, epochs, f)
         by_fraction[str(f)] = {k: v for k, v in e.items() if k != "scores"}
     kept = {k: v for k, v in run.items() if k in RUN_SETTINGS}
+    from synthesis.estimator import RULES
+
+    result["replay"] = {rule: replay(rows, epochs, rule) for rule in RULES}
     return {**result, **kept, "final_accuracy_range": [min(finals), max(finals)],
             "final_accuracy_std": float(np.std(finals)), "by_fraction": by_fraction, "candidates": rows}
+
+
+def replay(rows: list[dict[str, Any]], epochs: int, rule: str, eta: int = 3) -> dict[str, Any]:
+    """Asynchronous successive halving replayed on recorded curves (no training): the candidates arrive in their
+    recorded order, each is scored by ``rule`` at rungs 1, eta, eta^2, ... below ``epochs`` and stops unless in the
+    top 1/eta of the scores seen at that rung (``synthesis.executor.promotes``, as the search does). Returns the final
+    accuracy of the candidate that validated best over the epochs it trained, its regret against the best final of
+    all, and the epochs spent."""
+    from synthesis.estimator import RULES
+    from synthesis.executor import promotes
+    from synthesis.search import rungs
+
+    scores: dict[int, list[float]] = {r: [] for r in rungs(eta, epochs)}
+    trained = []
+    for row in rows:
+        curve = row["curve"]
+        length = epochs
+        for rung, seen in scores.items():
+            score = RULES[rule](curve[:rung], epochs, None)
+            seen.append(score)
+            if not promotes(seen, score, eta):
+                length = rung
+                break
+        trained.append(length)
+    chosen = max(range(len(rows)), key=lambda i: (max(rows[i]["curve"][:trained[i]]), -i))
+    finals = [max(r["curve"]) for r in rows]
+    return {"chosen_final": finals[chosen], "regret": max(finals) - finals[chosen], "epochs_spent": sum(trained),
+            "fully_trained": sum(t == epochs for t in trained)}
