@@ -23,9 +23,12 @@ load average of 10-16 from other jobs throughout; the issue's method is 12 x 10)
   A hand-written gradient for the sum (input gradient as the sum with flipped taps, kernel gradient as 9
   reductions) measured the same as autodiff's (16x16x192: 508-770 vs 594-608 ms, within noise): not kept. On
   one core the family still trains at 0.34x (below).
-* One core (``taskset -c 0``, 1 thread each side, ``--quick``; ``results/core_families_1core.json``): train /
-  inference hand-cnn 0.74x / 1.11x, inverted 0.34x / 1.23x, text-transformer 0.80x / 0.96x. These are the
-  figures to trust for training: the >= 1.0x target is not met there; the 2-thread run's ratios are inflated.
+* One core (``taskset``, 1 thread each side, ``--quick``, batch 128; ``results/core_families_1core.json``),
+  train / inference: hand-cnn 0.74x / 1.11x, plain 0.49x / 0.57x, residual 0.53x / 0.80x, inverted 0.34x /
+  1.23x, dense 0.63x / 1.12x, text-ngrams 1.03x / 0.75x, text-bag 1.41x / 1.23x, text-cnn 1.29x / 1.51x,
+  text-transformer 0.80x / 0.96x, text-wide 1.23x / 0.93x. These are the figures to trust: the convolutional
+  families train at 0.3-0.7x (the convolutions' gradients and batch norm, not yet profiled op by op), and the
+  >= 1.0x target is not met; the 2-thread run's ratios are inflated by the machine's load.
 * % of peak: 0-17 % on every family, netsynth and PyTorch alike (PyTorch 0-4 %): with 10-16 runnable processes
   on 2 cores each process gets a fraction of them, so the >= 50 % target cannot be checked on this machine (on an
   idle one ``core_throughput.py`` measured 68 %). The ratios are side by side, but an oversubscribed machine hurts
