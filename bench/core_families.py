@@ -29,10 +29,11 @@ load average of 10-16 from other jobs throughout; the issue's method is 12 x 10)
   text-transformer 0.80x / 0.96x, text-wide 1.23x / 0.93x. These are the figures to trust: the convolutional
   families train at 0.3-0.7x (the convolutions' gradients and batch norm, not yet profiled op by op), and the
   >= 1.0x target is not met; the 2-thread run's ratios are inflated by the machine's load.
-* % of peak: 0-17 % on every family, netsynth and PyTorch alike (PyTorch 0-4 %): with 10-16 runnable processes
-  on 2 cores each process gets a fraction of them, so the >= 50 % target cannot be checked on this machine (on an
-  idle one ``core_throughput.py`` measured 68 %). The ratios are side by side, but an oversubscribed machine hurts
-  PyTorch's OpenMP threads more than XLA's pool: its ratios above 1 are upper bounds.
+* % of peak: 0-17 % on every family in the 2-thread run (PyTorch 0-4 %), where 10-16 runnable processes shared
+  2 cores; on one core 1-28 % on the convolutional families (PyTorch 37-52 % on plain / residual / dense) and
+  46-60 % on the text CNNs. The >= 50 % target is not met on the convolutional families (on an idle machine
+  ``core_throughput.py`` measured 68 % for its smaller network). The 2-thread ratios are side by side, but an
+  oversubscribed machine hurts PyTorch's OpenMP threads more than XLA's pool: they are upper bounds.
 
 Usage: ``python bench/core_families.py [--quick] [--families hand-cnn,text-cnn] [--batches 128,64]``.
 """
