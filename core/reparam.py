@@ -164,13 +164,21 @@ def quantise(leaf: Any, k: int, *, iters: int = 30,
     O(k log n) on the sorted values (a cluster of 1-D k-means is an interval of them); a leaf of more than
     :data:`FIT_SAMPLE` kept values is fitted on a fixed random sample of them (its extremes still set the start).
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
     arr = np.asarray(leaf)
     w = arr.astype(np.float64).ravel()
-    values = w if mask is None else w[np.asarray(mask).ravel() != 0]
-    if values.size == 0:
+    centroids = fit_centroids(w if mask is None else w[np.asarray(mask).ravel() != 0], k, iters)
+    if centroids is None:
         return jnp.zeros((k,), arr.dtype), jnp.zeros(arr.shape, jnp.int32)
+    indices = _nearest(w, centroids).reshape(arr.shape).astype(np.int32)
+    return jnp.asarray(centroids, arr.dtype), jnp.asarray(indices)
+
+
+def fit_centroids(values: np.ndarray, k: int, iters: int = 30) -> np.ndarray | None:
+    """The ``k`` sorted centroids :func:`quantise` fits to ``values`` (1-D, float64); None when there are none."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if values.size == 0:
+        return None
     low, high = values.min(), values.max()
     if values.size > FIT_SAMPLE:
         values = values[np.random.default_rng(0).integers(0, values.size, FIT_SAMPLE)]
@@ -186,8 +194,7 @@ def quantise(leaf: Any, k: int, *, iters: int = 30,
         if np.array_equal(updated, centroids):
             break
         centroids = updated
-    indices = _nearest(w, centroids).reshape(arr.shape).astype(np.int32)
-    return jnp.asarray(centroids, arr.dtype), jnp.asarray(indices)
+    return centroids
 
 
 def shared_leaf(leaf: Any, k: int, mask: Any | None = None) -> tuple[jax.Array, jax.Array]:

@@ -27,7 +27,8 @@ def test_a_leaf_is_shared_among_fewer_values_as_the_error_bound_grows() -> None:
     for k, idx, dense, error in (options.fewest_within(b) for b in BOUNDS[-1:]):  # type: ignore[misc]
         assert len(np.unique(np.asarray(dense))) <= k
         np.testing.assert_array_equal(np.asarray(idx), np.asarray(quantise(leaf, k)[1]))
-        assert error == np.sum((np.asarray(dense, np.float64) - leaf) ** 2) / np.sum(leaf.astype(np.float64) ** 2)
+        exact = np.sum((np.asarray(dense, np.float64) - leaf) ** 2) / np.sum(leaf.astype(np.float64) ** 2)
+        assert error == pytest.approx(exact, rel=1e-3)  # centroids against bucket means: equal once converged
 
 
 def test_the_host_start_is_what_training_under_the_reparam_starts_from() -> None:
