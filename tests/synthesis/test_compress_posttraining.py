@@ -112,7 +112,8 @@ class Ticking(Recorder):
 @pytest.mark.parametrize(("step", "stages_run"), [(6.0, False), (0.05, True)])
 def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stages_run: bool) -> None:
     """Scoring a network costs ``step`` of a 100 s budget: at 6 s the sharing pass takes about a quarter of it and
-    the stages' per-layer searches would not reach their retraining, so the time goes to sharing with retraining."""
+    the stages' per-layer searches would not reach their retraining, so all the time goes to sharing with
+    retraining; at 0.05 s the stages follow it."""
     spec, variables = trained()
     now = [0.0]
     recorder = Ticking(now, step)
@@ -122,5 +123,5 @@ def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stag
     stages = {"compress_filters", "compress_prune", "compress_buckets"}
     assert bool(kinds & stages) is stages_run
     retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
-    assert bool(retrained) is not stages_run
+    assert retrained  # a time budget retrains a sharing first, whether the stages follow or not
     assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
