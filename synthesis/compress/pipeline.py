@@ -85,8 +85,11 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     neuron to its N most important inputs (N per layer, in rounds); share each layer's weights among k values
     (k per layer, 2-256). Every compressed start computes what it replaces (verified). Retraining spends either
     ``seconds`` of wall clock or ``epochs`` (reproducible with ``seed``); ``config`` gives the base training
-    hyper-parameters (the learning rate is scaled by ``options.lr_scale``). A ``Cancelled`` raised by
-    ``reporter`` ends the run with the best accepted network so far; ``Stopped`` propagates.
+    hyper-parameters (the learning rate is scaled by ``options.lr_scale``). With ``options.post_training``, the
+    weights are first shared without retraining (:mod:`synthesis.compress.posttraining`; with ``seconds``, then a
+    retrained sharing, and the stages only with :data:`STAGE_ROOM`), and the smaller of that network and the
+    stages' ships. A ``Cancelled`` raised by ``reporter`` ends the run with the best accepted network so far;
+    ``Stopped`` propagates.
     """
     options = options or Options()
     if not 0 <= tolerance < 1:
