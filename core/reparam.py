@@ -169,7 +169,7 @@ def quantise(leaf: Any, k: int, *, iters: int = 30,
     centroids = fit_centroids(w if mask is None else w[np.asarray(mask).ravel() != 0], k, iters)
     if centroids is None:
         return jnp.zeros((k,), arr.dtype), jnp.zeros(arr.shape, jnp.int32)
-    indices = _nearest(w, centroids).reshape(arr.shape).astype(np.int32)
+    indices = nearest(w, centroids).reshape(arr.shape).astype(np.int32)
     return jnp.asarray(centroids, arr.dtype), jnp.asarray(indices)
 
 
@@ -245,7 +245,7 @@ def host_codebook(dense: np.ndarray, indices: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def _nearest(values: np.ndarray, sorted_centroids: np.ndarray) -> np.ndarray:
+def nearest(values: np.ndarray, sorted_centroids: np.ndarray) -> np.ndarray:
     """Return the index of the nearest centroid of each value (centroids sorted ascending)."""
     mids = (sorted_centroids[1:] + sorted_centroids[:-1]) / 2
     return np.searchsorted(mids, values).astype(np.int64)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from core import tree
-from core.reparam import FIT_SAMPLE, Reparam, fit_centroids, shared_leaf
+from core.reparam import FIT_SAMPLE, Reparam, fit_centroids, nearest, shared_leaf
 from synthesis.compress.buckets import K_GRID, shareable, worth_it
 from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
@@ -54,7 +54,7 @@ class LeafOptions:
         """The relative squared error of sharing among ``k`` values."""
         if k not in self._errors:
             c = fit_centroids(self.kept, k)
-            gap = self.sample - c[np.searchsorted((c[1:] + c[:-1]) / 2, self.sample)] if c is not None else 0.0
+            gap = self.sample - c[nearest(self.sample, c)] if c is not None else 0.0
             self._errors[k] = float(np.sum(np.square(gap))) / self.norm
         return self._errors[k]
 
