@@ -153,8 +153,8 @@ FIT_SAMPLE = 1 << 17
 an SMS Spam network's 8.4M-entry embedding table took seconds per k to sort."""
 
 
-def quantise(leaf: Any, k: int, *, iters: int = 30,
-             mask: Any | None = None) -> tuple[jax.Array, jax.Array]:
+def quantise(leaf: Any, k: int, *, iters: int = 30, mask: Any | None = None,
+             centroids: np.ndarray | None = None) -> tuple[jax.Array, jax.Array]:
     """Cluster a leaf's values into ``k`` shared values by 1-D k-means (Lloyd's algorithm).
 
     Returns ``(codebook (k,), indices)`` with ``indices`` int32 of the leaf's shape, each entry
@@ -163,10 +163,12 @@ def quantise(leaf: Any, k: int, *, iters: int = 30,
     so the result is deterministic. Entries where ``mask`` is 0 do not move the centroids. Each iteration costs
     O(k log n) on the sorted values (a cluster of 1-D k-means is an interval of them); a leaf of more than
     :data:`FIT_SAMPLE` kept values is fitted on a fixed random sample of them (its extremes still set the start).
+    ``centroids``: the leaf's :func:`fit_centroids` when the caller has them already (not fitted again).
     """
     arr = np.asarray(leaf)
     w = arr.astype(np.float64).ravel()
-    centroids = fit_centroids(w if mask is None else w[np.asarray(mask).ravel() != 0], k, iters)
+    if centroids is None:
+        centroids = fit_centroids(w if mask is None else w[np.asarray(mask).ravel() != 0], k, iters)
     if centroids is None:
         return jnp.zeros((k,), arr.dtype), jnp.zeros(arr.shape, jnp.int32)
     indices = nearest(w, centroids).reshape(arr.shape).astype(np.int32)
@@ -197,11 +199,12 @@ def fit_centroids(values: np.ndarray, k: int, iters: int = 30) -> np.ndarray | N
     return centroids
 
 
-def shared_leaf(leaf: Any, k: int, mask: Any | None = None) -> tuple[jax.Array, jax.Array]:
-    """``(indices, dense leaf)`` of one leaf shared among ``k`` values: :func:`quantise`'s indices, and the dense
-    leaf that ``materialise(trainable(...))`` gives for it (each bucket at :func:`codebook_of` its live values,
-    pruned entries 0), computed on the host (:func:`host_start`)."""
-    _, idx = quantise(leaf, k, mask=mask)
+def shared_leaf(leaf: Any, k: int, mask: Any | None = None,
+                centroids: np.ndarray | None = None) -> tuple[jax.Array, jax.Array]:
+    """``(indices, dense leaf)`` of one leaf shared among ``k`` values: :func:`quantise`'s indices (from
+    ``centroids`` when given), and the dense leaf that ``materialise(trainable(...))`` gives for it (each bucket at
+    :func:`codebook_of` its live values, pruned entries 0), computed on the host (:func:`host_start`)."""
+    _, idx = quantise(leaf, k, mask=mask, centroids=centroids)
     one = Reparam({"leaf": mask} if mask is not None else {}, {"leaf": idx}, {"leaf": k})
     return idx, jnp.asarray(host_start({"leaf": leaf}, one)["leaf"])
 

@@ -47,22 +47,24 @@ class LeafOptions:
         self.sample = self.kept if self.kept.size <= FIT_SAMPLE else self.kept[
             np.random.default_rng(1).integers(0, self.kept.size, FIT_SAMPLE)]
         self.norm = float(np.sum(self.sample ** 2)) or 1.0
+        self._centroids: dict[int, np.ndarray | None] = {}
         self._errors: dict[int, float] = {}
         self._done: dict[int, Option] = {}
 
     def error(self, k: int) -> float:
         """The relative squared error of sharing among ``k`` values."""
         if k not in self._errors:
-            c = fit_centroids(self.kept, k)
+            c = self._centroids[k] = fit_centroids(self.kept, k)
             gap = self.sample - c[nearest(self.sample, c)] if c is not None else 0.0
             self._errors[k] = float(np.sum(np.square(gap))) / self.norm
         return self._errors[k]
 
     def option(self, k: int) -> Option:
-        """Sharing among ``k`` values."""
+        """Sharing among ``k`` values (the centroids :meth:`error` fitted, not fitted again)."""
         if k not in self._done:
-            idx, dense = shared_leaf(self.leaf, k, self.mask)
-            self._done[k] = (k, idx, dense, self.error(k))
+            error = self.error(k)
+            idx, dense = shared_leaf(self.leaf, k, self.mask, self._centroids[k])
+            self._done[k] = (k, idx, dense, error)
         return self._done[k]
 
     def fewest_within(self, bound: float) -> Option | None:
@@ -84,9 +86,9 @@ def pick(options: Mapping[str, LeafOptions], bound: float) -> dict[str, Option]:
 
 class Sharing:
     """A network's shareable leaves (:class:`LeafOptions`, each clustered once per k), and the networks that
-    :data:`BOUNDS` give, measured on the validation rows with the network's own batch-norm statistics: re-estimated
-    on training rows (what pruning needs, :meth:`Context.recalibrated`), a 120 s digits job's network lost four of
-    its 272 validation images before any weight was shared, so no bound passed."""
+    :data:`BOUNDS` give, measured on the validation rows with the network's own batch-norm statistics. (Re-estimated
+    on training rows, as pruning needs them, :meth:`Context.recalibrated`, they cost a 120 s digits job's network
+    four of its 272 validation images before any weight was shared, and no bound passed.)"""
 
     def __init__(self, ctx: Context, state: State) -> None:
         self.ctx, self.state = ctx, state
