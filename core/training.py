@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jax
@@ -90,6 +92,19 @@ def make_optimizer(config: TrainConfig, total_steps: int, steps: jax.Array | Non
 StepFn = Callable[[TrainState, jax.Array, jax.Array, jax.Array], tuple[TrainState, dict[str, Any]]]
 
 
+KEPT_PROGRAMS = 4
+"""Jitted train steps :func:`make_train_step` keeps for later runs of the same model and settings (the most recently
+used): compression retrains one network several times, and each run compiled its step anew."""
+_PROGRAMS: OrderedDict[tuple[Model, TrainConfig, Any], Any] = OrderedDict()
+
+
+def program_config(config: TrainConfig) -> TrainConfig:
+    """``config`` without the settings a train step's program does not depend on (run length, seed, deadline,
+    patience, progress and evaluation batch): runs whose program configs are equal share one jitted step."""
+    return replace(config, epochs=1, seed=0, time_limit_s=None, patience=None, progress_every=0, eval_batch_size=1,
+                   warmup_fraction=0.0)
+
+
 def make_train_step(
     model: Model,
     optimizer: optax.GradientTransformation,
@@ -136,12 +151,15 @@ def make_train_step(
         new = TrainState(state.step + 1, params, stats, opt_state)
         return new, {"loss": loss, "accuracy": accuracy}
 
-    if mesh is None:
-        jitted = jax.jit(step, donate_argnums=0)
-    else:
-        rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
-        jitted = jax.jit(step, in_shardings=(rep, dat, dat, rep, rep, rep), out_shardings=(rep, rep),
-                         donate_argnums=0)
+    key = None if total_steps is None else (model, program_config(config), mesh)
+    jitted = _PROGRAMS.pop(key, None) if key is not None else None
+    if jitted is None:
+        jitted = jit_step(step, mesh)
+    if key is not None:
+        _PROGRAMS[key] = jitted
+        while len(_PROGRAMS) > KEPT_PROGRAMS:
+            _PROGRAMS.popitem(last=False)
+    if mesh is not None:
         reparam = parallel.replicate(reparam, mesh)
     lengths = None if total_steps is None else jnp.asarray(schedule_steps(config.warmup_fraction, total_steps))
     if mesh is not None and lengths is not None:
@@ -153,6 +171,15 @@ def make_train_step(
         return out
 
     return run
+
+
+def jit_step(step: Callable[..., Any], mesh: jax.sharding.Mesh | None) -> Any:
+    """``step`` jitted with its state donated (with ``mesh``: state, key, reparam and lengths replicated, the
+    batch split over the mesh)."""
+    if mesh is None:
+        return jax.jit(step, donate_argnums=0)
+    rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
+    return jax.jit(step, in_shardings=(rep, dat, dat, rep, rep, rep), out_shardings=(rep, rep), donate_argnums=0)
 
 
 def init_state(
@@ -199,6 +226,7 @@ def train(
     batch = parallel.round_batch(min(config.batch_size, n), mesh)
     per_epoch = steps_per_epoch(n, batch)
     optimizer = make_optimizer(config, config.epochs * per_epoch)
+    given, reparam = reparam, None if reparam is None else rp.padded(reparam)  # one program for any k
     state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
     step_fn = make_train_step(model, optimizer, config, reparam, mesh, total_steps=config.epochs * per_epoch)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
@@ -275,7 +303,7 @@ def train(
     return TrainResult(
         variables=result_vars, history=tuple(history), best_epoch=best_epoch,
         best_metric=float(best_acc), stop_reason=stop_reason, elapsed_s=elapsed(), steps=steps,
-        trainable=trainable if reparam is not None else None,
+        trainable=rp.unpadded(trainable, given) if given is not None else None,
     )
 
 
@@ -288,8 +316,11 @@ def better(val: Mapping[str, float], best_accuracy: float, best_loss: float) -> 
     return val["loss"] < best_loss
 
 
+_materialise = jax.jit(rp.materialise)  # one program per network, where each leaf's gather compiled its own
+
+
 def _materialised(params: Any, reparam: rp.Reparam | None) -> Any:
-    return params if reparam is None else rp.materialise(params, reparam)
+    return params if reparam is None else _materialise(params, reparam)
 
 
 def _mean(metrics: list[dict[str, Any]]) -> dict[str, float]:

@@ -95,11 +95,14 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     began = clock()
-    before = figures(spec, variables, None, data.x_val, data.y_val)[0]
-    if seconds is not None:  # measuring the compressed network at the end costs what measuring this one did
-        seconds = max(seconds - (clock() - began) * (1 + MEASURE_MARGIN), 1e-3)
     ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
     start = ctx.state(spec, variables, Reparam())
+    measuring = clock()
+    before = figures(spec, variables, None, start.accuracy, data.x_val)[0]
+    if seconds is not None:  # measuring the compressed network at the end costs what measuring this one did
+        now = clock()
+        left = seconds - (now - began) - (now - measuring) * (1 + MEASURE_MARGIN)
+        ctx.budget = Budget(max(left, 1e-3), clock=clock)
     ctx.dense_bytes = dense_bytes(spec)
     ctx.reporter.stage("compressing")
     best, stop_reason = start, "completed"
@@ -137,7 +140,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         stop_reason = stop.reason
     if best is start or (fallback is not start and len(ctx.packed(fallback)) < len(ctx.packed(best))):
         best = fallback  # (packing the original network, when either is it, would only cost time)
-    return finish(ctx, start, best, stop_reason, tolerance, before)
+    return finish(ctx, start, best, stop_reason, tolerance, before, clock() - began)
 
 
 def shared_weights(state: State) -> bool:
@@ -146,20 +149,20 @@ def shared_weights(state: State) -> bool:
 
 
 def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float,
-           before: dict[str, Any]) -> Compressed:
+           before: dict[str, Any], seconds: float) -> Compressed:
     """Pack the accepted network, check the artifact decodes to it bit for bit, measure it (`before`: the
-    original's figures)."""
+    original's figures; `seconds`: what compression took before this)."""
+    elapsed = ctx.budget.elapsed()
     packed = ctx.packed(best)
     check_round_trip(packed, best)
-    x, y = ctx.data.x_val, ctx.data.y_val
-    after, delivered = figures(best.spec, best.variables, best.reparam, x, y, packed)
+    after, delivered = figures(best.spec, best.variables, best.reparam, best.accuracy, ctx.data.x_val, packed)
     report = {"tolerance": tolerance, "val_accuracy_before": start.accuracy, "val_accuracy_after": best.accuracy,
               "val_loss_before": start.loss, "val_loss_after": best.loss,
               "ratio": before["dense_bytes"] / after["compressed_bytes"], "before": before, "after": after,
               "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
               "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},
               "stop_reason": stop_reason, "epochs_used": ctx.budget.epochs_used,
-              "seconds": round(ctx.budget.elapsed(), 3)}
+              "seconds": round(seconds + ctx.budget.elapsed() - elapsed, 3)}
     ctx.reporter.event("compressed", {k: report[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
     return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, report, stop_reason)
 

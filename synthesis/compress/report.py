@@ -39,15 +39,16 @@ def dense_bytes(spec: Spec) -> int:
     return 4 * (info.params + info.state)
 
 
-def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, x: np.ndarray, y: np.ndarray,
+def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, accuracy: float, probe: np.ndarray,
             packed: bytes | None = None) -> tuple[dict[str, Any], Delivered]:
-    """Return a variant's figures and its delivered form (ONNX export verified against the network on ``x``).
+    """Return a variant's figures and its delivered form (ONNX export verified against the network on ``probe``).
 
-    ``accuracy`` is on ``(x, y)``; ``dense_bytes`` the float32 size of every variable; ``compressed_bytes`` the
-    :mod:`core.artifact` size (``packed``, or encoded here); ``onnx_gzip_bytes`` the ONNX export gzip'd at
-    :data:`GZIP_LEVEL`.
+    ``accuracy`` is the validation accuracy the caller measured (evaluating the validation rows again took 4 s
+    of a 120 s MNIST job's 12 s of compression, twice); ``dense_bytes`` the float32 size of every variable;
+    ``compressed_bytes`` the :mod:`core.artifact` size (``packed``, or encoded here); ``onnx_gzip_bytes`` the ONNX
+    export gzip'd at :data:`GZIP_LEVEL`.
     """
-    delivered = deliver(spec, variables, x, y, x[:64])
+    delivered = deliver(spec, variables, probe[:0], np.zeros((0,), np.int32), probe[:64])
     info = analyse(spec)
     flat = [np.asarray(a) for kind in ("params", "batch_stats") for a in tree.flatten(variables.get(kind, {})).values()]
     packed = packed if packed is not None else artifact.encode(spec, variables, reparam)
@@ -56,5 +57,5 @@ def figures(spec: Spec, variables: dict[str, Any], reparam: Reparam | None, x: n
            "dense_bytes": dense_bytes(spec), "compressed_bytes": len(packed),
            "onnx_bytes": m["onnx_bytes"], "onnx_gzip_bytes": len(gzip.compress(delivered.onnx, GZIP_LEVEL)),
            "macs": info.macs, "macs_nonzero": nonzero_macs(spec, variables), "latency_ms": m["latency_ms"],
-           "accuracy": m["test_accuracy"], "onnx_max_abs_diff": m["onnx_max_abs_diff"]}
+           "accuracy": accuracy, "onnx_max_abs_diff": m["onnx_max_abs_diff"]}
     return out, delivered

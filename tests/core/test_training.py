@@ -14,6 +14,7 @@ import optax
 import pytest
 
 from core import training
+from core.compilation import metered
 from core.data import Dataset, augment, epoch_indices, eval_batches, random_shift
 from core.model import build
 from core.reparam import Reparam
@@ -191,6 +192,23 @@ def test_reparam_keeps_pruned_weights_zero_and_shared_weights_on_the_codebook(
     before = model.init(jax.random.key(0))  # the caller's variables survive buffer donation
     for x, y in zip(leaves(variables), leaves(before), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_runs_of_one_network_shared_among_other_ks_reuse_its_compiled_step(data: Dataset) -> None:
+    model = build(tiny_spec(batch_norm=False))
+    variables = model.init(jax.random.key(0))
+    conv = variables["params"]["conv"]["kernel"]
+
+    def shared(k: int) -> Reparam:
+        idx = np.random.default_rng(k).integers(0, k, conv.shape).astype(np.int32)
+        return Reparam(indices={"conv/kernel": jnp.asarray(idx)}, sizes={"conv/kernel": k})
+
+    config = TrainConfig(epochs=1, batch_size=32, patience=None)
+    train(model, data, config, variables=variables, reparam=shared(16))
+    with metered() as meter:
+        result = train(model, data, replace(config, epochs=2, seed=3), variables=variables, reparam=shared(5))
+    assert meter.programs == 0  # another k, length and seed: the same program
+    assert np.asarray(result.trainable["conv"]["kernel"]).shape == (5,)
 
 
 def test_predict_proba_agrees_with_evaluate(early, data: Dataset) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 from core import artifact, tree
 from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
-from synthesis.compress import Options, compress
+from synthesis.compress import Options, compress, posttraining
+from synthesis.compress.context import State
 from synthesis.compress.posttraining import BOUNDS, LeafOptions, Sharing, share_and_retrain, share_without_retraining
 from tests.synthesis.compress_setup import CONFIG, Recorder, context, digits, start, trained
 
@@ -62,6 +63,30 @@ def test_sharing_without_retraining_keeps_the_tolerance_and_shrinks_the_artifact
     assert all(r["val_accuracy"] < ctx.floor for r in rounds if not r["kept"] and r["val_loss"] <= (ctx.ceiling
                                                                                                        or np.inf))
     ctx.floor = 1.01  # nothing can keep it: the network comes back unshared
+    assert share_without_retraining(ctx, Sharing(ctx, state)) == (state, -1)
+
+
+def test_many_validation_rows_are_screened_on_a_few_and_the_bound_found_is_confirmed_on_all(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = context()
+    state = start(ctx)
+    ctx.floor = state.accuracy - 0.01
+    everything = share_without_retraining(ctx, Sharing(ctx, state))
+    monkeypatch.setattr(posttraining, "SCREEN_ROWS", len(ctx.data.y_val) // 8)
+    measured: list[int] = []
+    sharing = Sharing(ctx, state)
+    at = sharing.at
+
+    def measuring(i: int) -> State | None:
+        measured.append(i)
+        return at(i)
+
+    monkeypatch.setattr(sharing, "at", measuring)
+    screened, i = share_without_retraining(ctx, sharing)
+    assert ctx.within(screened) and screened.accuracy >= ctx.floor  # on every validation row
+    assert 1 <= len(set(measured)) <= 2  # the bisection (4 bounds of 13) measured on the few rows, then confirmed
+    assert i <= everything[1] + 1 and (i >= 0) == (everything[1] >= 0)
+    ctx.floor = 1.01
     assert share_without_retraining(ctx, Sharing(ctx, state)) == (state, -1)
 
 
