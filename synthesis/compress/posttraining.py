@@ -184,12 +184,18 @@ def share_without_retraining(ctx: Context, sharing: Sharing) -> tuple[State, int
             lo = mid
         else:
             hi = mid - 1
-    while screening and lo >= 0 and not passes(lo):  # confirmed on every validation row, else half a bit milder
-        lo = -1 if ctx.stop() else lo - FINE
+    while screening and lo >= 0 and not passes(lo):  # confirmed on every validation row, else the next milder
+        lo = -1 if ctx.stop() else milder(sharing, lo)
     best = sharing.at(lo) if lo >= 0 else None
     if best is None:
         return sharing.state, -1
     return started(ctx, best), lo
+
+
+def milder(sharing: Sharing, i: int) -> int:
+    """The largest bound below ``BOUNDS[i]`` that picks another network (-1: none)."""
+    key = sharing.key(i)
+    return next((j for j in range(i - 1, -1, -1) if sharing.key(j) != key), -1)
 
 
 STEP = 2 * FINE
