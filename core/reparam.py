@@ -152,34 +152,6 @@ def codebook_of(dense: jax.Array, indices: jax.Array, k: int) -> jax.Array:
     return jnp.where(count == 0, zero, jnp.where(hi == lo, hi, mean))
 
 
-MIN_SLOTS = 256
-"""The fewest entries a codebook has while training (:func:`padded`)."""
-
-
-def slots(k: int) -> int:
-    """The entries a codebook of ``k`` values has while training: the next power of two, at least
-    :data:`MIN_SLOTS`."""
-    return max(MIN_SLOTS, 1 << max(k - 1, 0).bit_length())
-
-
-def padded(reparam: Reparam) -> Reparam:
-    """``reparam`` with each codebook given :func:`slots` entries, the ones past its ``k`` unused (no index points
-    at them: always 0, no gradient): training a network shared among any k then runs one compiled program, where
-    each set of k compiled its own (a retrained sharing round on digits spent 9-16 s compiling)."""
-    return Reparam(reparam.masks, reparam.indices, {p: slots(k) for p, k in reparam.sizes.items()})
-
-
-def unpadded(trainable: Mapping[str, Any], reparam: Reparam) -> dict[str, Any]:
-    """``trainable`` (of :func:`padded` ``(reparam)``) with each codebook cut back to its ``k`` entries (NumPy arrays:
-    slicing through JAX compiles once per k)."""
-
-    def leaf(path: str, value: Any) -> Any:
-        return np.asarray(value)[: reparam.sizes[path]] if path in reparam.indices else value
-
-    out: dict[str, Any] = _map_paths(trainable, leaf)
-    return out
-
-
 FIT_SAMPLE = 1 << 17
 """Kept values beyond which :func:`quantise` fits its centroids on this many of them drawn at random (fixed seed):
 an SMS Spam network's 8.4M-entry embedding table took seconds per k to sort."""

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jax
@@ -25,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from core import parallel
+from core import parallel, programs
 from core import reparam as rp
 from core.data import (
     Dataset,
@@ -92,19 +90,6 @@ def make_optimizer(config: TrainConfig, total_steps: int, steps: jax.Array | Non
 StepFn = Callable[[TrainState, jax.Array, jax.Array, jax.Array], tuple[TrainState, dict[str, Any]]]
 
 
-KEPT_PROGRAMS = 4
-"""Jitted train steps :func:`make_train_step` keeps for later runs of the same model and settings (the most recently
-used): compression retrains one network several times, and each run compiled its step anew."""
-_PROGRAMS: OrderedDict[tuple[Model, TrainConfig, Any], Any] = OrderedDict()
-
-
-def program_config(config: TrainConfig) -> TrainConfig:
-    """``config`` without the settings a train step's program does not depend on (run length, seed, deadline,
-    patience, progress and evaluation batch): runs whose program configs are equal share one jitted step."""
-    return replace(config, epochs=1, seed=0, time_limit_s=None, patience=None, progress_every=0, eval_batch_size=1,
-                   warmup_fraction=0.0)
-
-
 def make_train_step(
     model: Model,
     optimizer: optax.GradientTransformation,
@@ -151,14 +136,7 @@ def make_train_step(
         new = TrainState(state.step + 1, params, stats, opt_state)
         return new, {"loss": loss, "accuracy": accuracy}
 
-    key = None if total_steps is None else (model, program_config(config), mesh)
-    jitted = _PROGRAMS.pop(key, None) if key is not None else None
-    if jitted is None:
-        jitted = jit_step(step, mesh)
-    if key is not None:
-        _PROGRAMS[key] = jitted
-        while len(_PROGRAMS) > KEPT_PROGRAMS:
-            _PROGRAMS.popitem(last=False)
+    jitted = programs.jitted_step(step, mesh, None if total_steps is None else (model, config))
     if mesh is not None:
         reparam = parallel.replicate(reparam, mesh)
     lengths = None if total_steps is None else jnp.asarray(schedule_steps(config.warmup_fraction, total_steps))
@@ -171,15 +149,6 @@ def make_train_step(
         return out
 
     return run
-
-
-def jit_step(step: Callable[..., Any], mesh: jax.sharding.Mesh | None) -> Any:
-    """``step`` jitted with its state donated (with ``mesh``: state, key, reparam and lengths replicated, the
-    batch split over the mesh)."""
-    if mesh is None:
-        return jax.jit(step, donate_argnums=0)
-    rep, dat = parallel.replicated(mesh), parallel.batch_sharded(mesh)
-    return jax.jit(step, in_shardings=(rep, dat, dat, rep, rep, rep), out_shardings=(rep, rep), donate_argnums=0)
 
 
 def init_state(
@@ -226,7 +195,7 @@ def train(
     batch = parallel.round_batch(min(config.batch_size, n), mesh)
     per_epoch = steps_per_epoch(n, batch)
     optimizer = make_optimizer(config, config.epochs * per_epoch)
-    given, reparam = reparam, None if reparam is None else rp.padded(reparam)  # one program for any k
+    given, reparam = reparam, None if reparam is None else programs.padded(reparam)  # one program for any k
     state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
     step_fn = make_train_step(model, optimizer, config, reparam, mesh, total_steps=config.epochs * per_epoch)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
@@ -303,7 +272,7 @@ def train(
     return TrainResult(
         variables=result_vars, history=tuple(history), best_epoch=best_epoch,
         best_metric=float(best_acc), stop_reason=stop_reason, elapsed_s=elapsed(), steps=steps,
-        trainable=rp.unpadded(trainable, given) if given is not None else None,
+        trainable=programs.unpadded(trainable, given) if given is not None else None,
     )
 
 
