@@ -143,7 +143,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         stop_reason = stop.reason
     if best is start or (fallback is not start and len(ctx.packed(fallback)) < len(ctx.packed(best))):
         best = fallback  # (packing the original network, when either is it, would only cost time)
-    return finish(ctx, start, best, stop_reason, tolerance, before, clock() - began)
+    return finish(ctx, start, best, stop_reason, tolerance, before, lambda: clock() - began)
 
 
 def shared_weights(state: State) -> bool:
@@ -152,10 +152,9 @@ def shared_weights(state: State) -> bool:
 
 
 def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float,
-           before: dict[str, Any], seconds: float) -> Compressed:
+           before: dict[str, Any], took: Callable[[], float]) -> Compressed:
     """Pack the accepted network, check the artifact decodes to it bit for bit, measure it (`before`: the
-    original's figures; `seconds`: what compression took before this)."""
-    elapsed = ctx.budget.elapsed()
+    original's figures; `took`: the seconds compression has taken so far)."""
     packed = ctx.packed(best)
     check_round_trip(packed, best)
     after, delivered = figures(best.spec, best.variables, best.reparam, best.accuracy, ctx.data.x_val, packed)
@@ -165,7 +164,7 @@ def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance:
               "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
               "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},
               "stop_reason": stop_reason, "epochs_used": ctx.budget.epochs_used,
-              "seconds": round(seconds + ctx.budget.elapsed() - elapsed, 3)}
+              "seconds": round(took(), 3)}
     ctx.reporter.event("compressed", {k: report[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
     return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, report, stop_reason)
 
