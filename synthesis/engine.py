@@ -30,7 +30,7 @@ from synthesis.pareto import delivered_front
 from synthesis.progress import INTERRUPTED, Cancelled, NullReporter, OutOfTime, Reporter, Shielded
 from synthesis.reports import Snapshots, explain_variants, report_data
 from synthesis.search import Search, SearchConfig
-from synthesis.split import Split, stratified_sample, stratified_split
+from synthesis.split import Split, stratified_split, training_sample
 from synthesis.trial import Trial, run_trial
 
 
@@ -123,10 +123,7 @@ their cheap fidelity); the final training takes all of them."""
 def search_data(data: Dataset, seed: int) -> Dataset:
     """The rows search trials train on: `data`, or a stratified sample of `SEARCH_ROWS` of its training rows
     (the validation rows stay whole) — the same for the engine and for trials run on other workers."""
-    if len(data.y_train) <= SEARCH_ROWS:
-        return data
-    rows = stratified_sample(data.y_train, SEARCH_ROWS, seed)
-    return Dataset(data.x_train[rows], data.y_train[rows], data.x_val, data.y_val)
+    return training_sample(data, SEARCH_ROWS, seed)
 
 
 def synthesize(task: Task, budget: Budget, options: Options | None = None,

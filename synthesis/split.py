@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.data import Dataset
+
 
 @dataclass(frozen=True)
 class Split:
@@ -59,3 +61,12 @@ def stratified_sample(y: np.ndarray, rows: int, seed: int) -> np.ndarray:
     picked = [rng.permutation(members)[:max(round(len(members) * rows / len(y)), 1)]
               for members in (np.flatnonzero(y == cls) for cls in np.unique(y))]
     return np.sort(np.concatenate(picked)).astype(np.int64)
+
+
+def training_sample(data: Dataset, rows: int, seed: int) -> Dataset:
+    """`data` with its training rows cut to a stratified sample of about `rows` (:func:`stratified_sample`) and its
+    validation rows whole; `data` itself when it has no more than `rows` training rows."""
+    if len(data.y_train) <= rows:
+        return data
+    picked = stratified_sample(data.y_train, rows, seed)
+    return Dataset(data.x_train[picked], data.y_train[picked], data.x_val, data.y_val)
