@@ -23,7 +23,8 @@ from synthesis.compress.stages import bucket_stage, connection_stage, filter_sta
 from synthesis.progress import Cancelled, Reporter
 
 DEFAULT_TOLERANCE = 0.005
-"""Validation accuracy the compressed network may lose (0.5 percentage points)."""
+"""Validation accuracy the compressed network may lose (0.5 percentage points; where one validation row is worth
+more, one row if the validation loss does not rise: :meth:`synthesis.compress.context.Context.below_resolution`)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
 
     Stages, each kept only when the retrained network's validation accuracy is at least the original's minus
     ``tolerance`` (a fraction: 0.005 = 0.5 points; each stage but the last may spend ``options.reserve`` less of
-    it than the stage after it) and its validation loss at most ``1 + options.loss_rise`` times the original's:
+    it than the stage after it; :meth:`Context.within` says when one row is allowed) and its validation loss at most
+    ``1 + options.loss_rise`` times the original's:
     remove the least important filters and units; prune each
     neuron to its N most important inputs (N per layer, in rounds); share each layer's weights among k values
     (k per layer, 2-256). Every compressed start computes what it replaces (verified). Retraining spends either
@@ -99,7 +101,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     began = clock()
     ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
-    start = ctx.state(spec, variables, Reparam())
+    start = ctx.original = ctx.state(spec, variables, Reparam())
     measuring = clock()
     before = figures(spec, variables, None, start.accuracy, data.x_val)[0]
     if seconds is not None:  # measuring the compressed network at the end costs what measuring this one did

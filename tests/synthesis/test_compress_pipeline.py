@@ -10,12 +10,15 @@ import numpy as np
 import pytest
 
 from core import artifact, tree
+from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.onnx_run import OnnxClassifier
+from core.reparam import Reparam
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
-from synthesis.compress import Options, compress, grant, pipeline
+from synthesis.compress import DEFAULT_TOLERANCE, Options, compress, grant, pipeline
+from synthesis.compress.context import Context, State
 from synthesis.compress.report import figures
 from synthesis.compress.retrain import retraining
 from synthesis.progress import Cancelled, Stopped
@@ -162,3 +165,20 @@ def test_a_time_budget_keeps_the_measured_cost_of_the_final_measurements(monkeyp
                  options=Options(prune_rounds=1, max_epochs=1), config=CONFIG, clock=lambda: now[0])
     assert any(kind == "compress_retrain" for kind, _ in recorder.events) is retrains
     assert c.report["before"]["params"] == c.report["after"]["params"] or retrains
+
+
+@pytest.mark.parametrize(("val_rows", "lost_rows", "loss", "kept"), [
+    (136, 1, 0.19, True),  # one row is 0.74 points, more than the tolerance: the loss decides
+    (136, 1, 0.21, False),  # ... and it rose
+    (136, 2, 0.10, False),  # two rows are more than the resolution excuses
+    (400, 1, 0.10, True),  # one row is 0.25 points, within the tolerance anyway
+    (400, 3, 0.10, False),  # 0.75 points: accuracy resolves the tolerance, the loss does not matter
+])
+def test_a_tolerance_finer_than_one_validation_row_lets_the_loss_decide_that_row(
+        val_rows: int, lost_rows: int, loss: float, kept: bool) -> None:
+    x, y = np.zeros((val_rows, 8, 8, 1), np.float32), np.arange(val_rows) % 10
+    ctx = Context(Dataset(x, y, x, y), Budget(epochs=1), Options(loss_rise=None), CONFIG)
+    spec, variables = trained()
+    ctx.original = State(spec, variables, Reparam(), 1.0, 0.2)
+    ctx.floor = 1.0 - DEFAULT_TOLERANCE
+    assert ctx.within(State(spec, variables, Reparam(), 1.0 - lost_rows / val_rows, loss)) is kept
