@@ -4,6 +4,7 @@ error, one bound chosen on validation, the tolerance held, and a network that sh
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -11,8 +12,9 @@ import pytest
 
 from core import artifact, tree
 from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
+from synthesis.budget import Budget
 from synthesis.compress import Options, compress, posttraining
-from synthesis.compress.context import State
+from synthesis.compress.context import Context, State
 from synthesis.compress.posttraining import (
     BOUNDS,
     STEP,
@@ -21,6 +23,7 @@ from synthesis.compress.posttraining import (
     share_and_retrain,
     share_without_retraining,
 )
+from synthesis.compress.retrain import retrain
 from tests.synthesis.compress_setup import CONFIG, Recorder, context, digits, start, trained
 
 
@@ -116,6 +119,29 @@ def test_retraining_a_sharing_goes_beyond_what_holds_without_it() -> None:
     bounds = [t["bound"] for t in tries]  # two bounds beyond the last kept one; after a miss, halfway back
     assert bounds[0] == BOUNDS[i + STEP] and (len(bounds) == 1 or tries[0]["kept"]
                                               or bounds[1] == BOUNDS[i + STEP // 2])
+
+
+def test_a_miss_that_ends_the_stage_still_gets_its_halfway_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorder = Recorder()
+    ctx = Context(digits(), Budget(seconds=600.0), Options(), CONFIG, recorder)
+    state = start(ctx)
+    sharing = Sharing(ctx, state)
+    calls: list[float] = []
+
+    def first_misses_and_ends_the_stage(c: Context, *args: Any, **kwargs: Any) -> State:
+        trained = retrain(c, *args, **kwargs)
+        calls.append(c.until)
+        c.floor = 2.0 if len(calls) == 1 else 0.0  # the first round misses, the halfway one is kept
+        c.until = c.budget.used() if len(calls) == 1 else c.until  # the first round spent the stage's share
+        return trained
+
+    monkeypatch.setattr(posttraining, "retrain", first_misses_and_ends_the_stage)
+    ctx.until = 0.5
+    kept = share_and_retrain(ctx, sharing, 0, 1.0)
+    tries = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
+    assert [t["bound"] for t in tries[:2]] == [BOUNDS[STEP], BOUNDS[STEP // 2]]
+    assert [t["kept"] for t in tries[:2]] == [False, True]  # (later rounds may use what the halfway one left)
+    assert kept is not None and ctx.budget.used() <= 1.0
 
 
 def test_with_no_stage_able_to_retrain_a_shared_network_still_ships() -> None:
