@@ -214,8 +214,8 @@ def share_and_retrain(ctx: Context, sharing: Sharing, after: int, share: float) 
     no round is kept.
 
     (Without that overrun, a 120 s digits job's missed round at 8 values ended the stage's share, its bucketing
-    stage then spent 13 s choosing k per layer and had no time left to retrain: 6.3x, where the halfway round at 16
-    values is the one that a 300 s job kept, 8.5x.)"""
+    stage then spent 13 s choosing k per layer and had no time left to retrain: 6.3x, where a 300 s job had kept
+    16 values retrained, 8.5x.)"""
     best, kept_at, i, took = None, after, after + STEP, 0.0
     while kept_at < i < len(BOUNDS):
         if ctx.stop():
