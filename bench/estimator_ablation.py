@@ -97,16 +97,24 @@ def run_one(task: Any, x_test: np.ndarray, y_test: np.ndarray, epochs: int, seed
             "spec": result.model.spec.get("name"), "wall_s": round(time.monotonic() - start, 1)}
 
 
+RUN_KEY = ("dataset", "seed", "epochs", "rule", "train_rows")
+"""What makes two ablation runs the same run: a re-run replaces it, other runs in the file are kept."""
+
+
 def save(runs: list[dict[str, Any]], rules: list[str], args: argparse.Namespace) -> None:
-    """Merge the runs so far into ``args.out`` under ``ablation`` (after every run: a cut-short ablation keeps its
-    finished runs)."""
+    """Merge the runs so far into ``args.out`` under ``ablation``, replacing earlier runs with the same
+    :data:`RUN_KEY` and keeping the others (after every run: a cut-short ablation keeps its finished runs)."""
+    doc = json.loads(args.out.read_text()) if args.out.exists() else {}
+    fresh = {tuple(r[k] for k in RUN_KEY) for r in runs}
+    runs = [r for r in doc.get("ablation", {}).get("runs", []) if tuple(r[k] for k in RUN_KEY) not in fresh] + runs
     done = [r for r in rules if any(row["rule"] == r for row in runs)]
     mean = {rule: float(np.mean([r["test_error"] for r in runs if r["rule"] == rule])) for rule in done}
-    doc = json.loads(args.out.read_text()) if args.out.exists() else {}
-    doc["ablation"] = {"runs": runs, "mean_test_error": mean,
-                       "settings": {"epochs": args.epochs, "text_rows": args.text_rows, "seeds": args.seeds,
-                                    "options": "test_fraction 0, compress and explain off, fixed latency model",
-                                    "switch": "synthesis.search.SearchConfig.stop_rule"}}
+    settings = {**doc.get("ablation", {}).get("settings", {}),  # (a note written into the file is kept)
+                "epochs": sorted({r["epochs"] for r in runs}), "text_rows": args.text_rows,
+                "seeds": sorted({r["seed"] for r in runs}),
+                "options": "test_fraction 0, compress and explain off, fixed latency model",
+                "switch": "synthesis.search.SearchConfig.stop_rule"}
+    doc["ablation"] = {"runs": runs, "mean_test_error": mean, "settings": settings}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
