@@ -112,8 +112,15 @@ def measure(side: int, channels: int, batch: int, calls: int, repeats: int) -> l
     rng = np.random.default_rng(0)
     x = rng.normal(size=(batch, side, side, channels)).astype(np.float32)
     w = (rng.normal(size=(3, 3, channels, channels)) / np.sqrt(9 * channels)).astype(np.float32)
-    xla, pt = xla_parts(x, w), torch_parts(x, w)
     flops = 2 * batch * side * side * channels * channels * 9
+    return compare(f"{batch}x{side}x{side}x{channels}", xla_parts(x, w), torch_parts(x, w), calls, repeats,
+                   {part: flops for part in ("conv forward", "conv data gradient", "conv filter gradient")})
+
+
+def compare(shape: str, xla: dict[str, Callable[[], Any]], pt: dict[str, Callable[[], Any]], calls: int,
+            repeats: int, flops: dict[str, int]) -> list[dict[str, Any]]:
+    """One row per part of ``xla`` (and its PyTorch twin in ``pt``): alternating bursts, medians, the ratio
+    PyTorch's seconds / XLA's, and GFLOP/s for the parts ``flops`` counts; each row printed as it is measured."""
     rows = []
     for part in xla:
         for fn in (xla[part], pt[part]):  # warm up (compilation, allocator)
@@ -123,36 +130,47 @@ def measure(side: int, channels: int, batch: int, calls: int, repeats: int) -> l
             ours.append(burst(xla[part], calls, jax.block_until_ready))
             theirs.append(burst(pt[part], calls, lambda _o: None))
         a, b = statistics.median(ours), statistics.median(theirs)
-        conv = part.startswith("conv")
-        rows.append({"shape": f"{batch}x{side}x{side}x{channels}", "part": part, "xla_ms": round(1e3 * a, 3),
-                     "torch_ms": round(1e3 * b, 3), "ratio": round(b / a, 3),
-                     "xla_gflops": round(flops / a / 1e9, 1) if conv else None,
-                     "torch_gflops": round(flops / b / 1e9, 1) if conv else None})
-        print(f"{rows[-1]['shape']:<16}{part:<22}{rows[-1]['xla_ms']:>10.2f}{rows[-1]['torch_ms']:>10.2f}"
+        counted = flops.get(part)
+        rows.append({"shape": shape, "part": part, "xla_ms": round(1e3 * a, 3), "torch_ms": round(1e3 * b, 3),
+                     "ratio": round(b / a, 3), "xla_gflops": round(counted / a / 1e9, 1) if counted else None,
+                     "torch_gflops": round(counted / b / 1e9, 1) if counted else None})
+        print(f"{shape:<16}{part:<30}{rows[-1]['xla_ms']:>10.2f}{rows[-1]['torch_ms']:>10.2f}"
               f"{rows[-1]['ratio']:>8.2f}x", flush=True)
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Measure every part at every shape; print the table and write the JSON."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(argv: list[str] | None, doc: str, default_out: Path, calls: int) -> argparse.Namespace:
+    """The command line of an ops benchmark (``--quick``: few calls, batch 16, output in the temp folder)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smoke run: few calls, output in the temp folder")
-    p.add_argument("--calls", type=int, default=5)
+    p.add_argument("--calls", type=int, default=calls)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--out", type=Path, default=default_out)
     args = p.parse_args(argv)
     if args.quick:
         args.calls, args.repeats, args.batch = 1, 2, 16
-        args.out = args.out if args.out != DEFAULT_OUT else Path(os.environ.get("TMPDIR", "/tmp")) / "conv_ops.json"
-    env = environment()
-    print(f"{'shape':<16}{'part':<22}{'XLA ms':>10}{'torch ms':>10}{'ratio':>9}")
-    rows = [r for side, channels in SHAPES for r in measure(side, channels, args.batch, args.calls, args.repeats)]
+        temp = Path(os.environ.get("TMPDIR", "/tmp"))
+        args.out = args.out if args.out != default_out else temp / default_out.name
+    print(f"{'shape':<16}{'part':<30}{'XLA ms':>10}{'torch ms':>10}{'ratio':>9}")
+    return args
+
+
+def write(args: argparse.Namespace, env: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Write an ops benchmark's rows, with the machine and its load at the end, to ``args.out``."""
     env["load_avg_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"environment": env, "threads": 1, "batch": args.batch, "rows": rows}, indent=1)
                         + "\n")
     print(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure every part at every shape; print the table and write the JSON."""
+    args = arguments(argv, __doc__ or "", DEFAULT_OUT, calls=5)
+    env = environment()
+    write(args, env, [r for side, channels in SHAPES
+                      for r in measure(side, channels, args.batch, args.calls, args.repeats)])
 
 
 if __name__ == "__main__":
