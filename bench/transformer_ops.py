@@ -52,8 +52,8 @@ def arrays(batch: int) -> dict[str, np.ndarray]:
 def attention(x: Any, w: Any, softmax: Callable[[Any], Any], swap: Callable[[Any, int, int], Any]) -> Any:
     """Multi-head self-attention without the output projection; ``swap(t, i, j)`` exchanges two axes (the same
     code runs on JAX and on PyTorch arrays)."""
-    b, n, d = x.shape
-    q, k, v = (swap((x @ w)[..., i * d:(i + 1) * d].reshape(b, n, HEADS, d // HEADS), 1, 2) for i in range(3))
+    (b, n, d), projected = x.shape, x @ w
+    q, k, v = (swap(projected[..., i * d:(i + 1) * d].reshape(b, n, HEADS, d // HEADS), 1, 2) for i in range(3))
     return softmax(q @ swap(k, 2, 3) / np.sqrt(d // HEADS)) @ v
 
 
