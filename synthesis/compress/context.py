@@ -135,7 +135,6 @@ class Context:
         self.x_stats = data.x_train[order[:options.stats_rows]]
         self.floor = 0.0
         self.original: State | None = None  # the network as it came (``compress`` sets it): :meth:`within`'s reference
-        self.ceiling: float | None = None  # the validation loss a kept network may reach (``Options.loss_rise``)
         self.until = 1.0  # the fraction of the budget at which the running stage ends
         self._models: dict[str, Model] = {}
         self.dense_bytes = 0  # float32 bytes of the network being compressed (set by ``compress``)
@@ -199,6 +198,13 @@ class Context:
         """A :class:`State` with its validation accuracy and loss measured."""
         scores = evaluate(self.model(spec), variables, self.data.x_val, self.data.y_val)
         return State(spec, variables, reparam, float(scores["accuracy"]), float(scores["loss"]))
+
+    @property
+    def ceiling(self) -> float | None:
+        """The validation loss a kept network may reach: :attr:`original`'s raised by ``options.loss_rise`` (None: no
+        limit, or no original yet)."""
+        rise = self.options.loss_rise
+        return None if self.original is None or rise is None else self.original.loss * (1.0 + rise)
 
     def within(self, state: State) -> bool:
         """Whether ``state`` is within the running stage's tolerance: validation loss at most ``ceiling`` (None: any)

@@ -115,7 +115,6 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
                                                    (options.filters, options.connections, options.buckets),
                                                    strict=True) if on]
     total = sum(share for _, share in enabled) or 1.0
-    ctx.ceiling = None if options.loss_rise is None else start.loss * (1.0 + options.loss_rise)
     fallback = start
     try:
         first = 0.0
