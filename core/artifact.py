@@ -2,16 +2,19 @@
 
 Layout (``docs/compressed-format.md`` has the byte-level description)::
 
-    "NSCZ"  version (u8 = 2)  header length H (u32 LE)  header (H bytes, zlib of compact JSON)  sections...
+    "NSCZ"  version (u8 = 3)  header length H (u32 LE)  header (H bytes, zlib of compact JSON)  sections...
 
 The header holds the spec and, for every variable in the canonical order (``params`` then ``batch_stats``,
 paths sorted as :func:`core.tree.flatten` sorts them; shapes follow from the spec), one entry
-``[mask, k, codecs, lengths]``: ``mask`` 0 = every entry kept, 1 = bitmap, 2 = LEB128 gaps between kept
-positions, 3 = a bitmap of the rows (first axis) with any entry kept, then a bitmap of the entries of those rows
-(whichever is smallest for the leaf; a table pruned by whole rows costs about one bit per row); ``k`` 0 = the
-kept values stored as float32, else a codebook of ``k`` float32 values and one ``ceil(log2 k)``-bit index per
-kept entry. Each section (mask, values or codebook + indices) is stored, zlib'd, LZMA'd or byte-plane shuffled
-then LZMA'd, whichever is shortest (:mod:`core.packing`). Version 1 (no row masks, no shuffle) is read too.
+``[mask, k, codecs, lengths]`` or ``[mask, k, codecs, lengths, width]``: ``mask`` 0 = every entry kept,
+1 = bitmap, 2 = LEB128 gaps between kept positions, 3 = a bitmap of the rows (first axis) with any entry kept,
+then a bitmap of the entries of those rows (whichever is smallest for the leaf; a table pruned by whole rows costs
+about one bit per row); ``k`` 0 = the kept values stored as float32, else a codebook of ``k`` float32 values and
+one index per kept entry, packed at ``width`` bits (absent: ``ceil(log2 k)``; the encoder also tries one byte per
+index, which the codecs' entropy coding compresses better when ``ceil(log2 k)`` does not divide a byte: 32 k-means
+buckets of Laplace-distributed weights take 3.7 bits per index instead of 4.6). Each section (mask, values or
+codebook + indices) is stored, zlib'd, LZMA'd or byte-plane shuffled then LZMA'd, whichever is shortest
+(:mod:`core.packing`). Versions 1 (no row masks, no shuffle) and 2 (no index width) are read too.
 Pruned entries decode to +0.0, kept ones to their stored or codebook value, so decoding gives back the
 dense variables bit for bit. Only float32 variables are supported (what the core trains).
 
@@ -38,8 +41,9 @@ from core.reparam import Reparam
 from core.spec import Spec
 
 MAGIC = b"NSCZ"
-VERSION = 2
-READS = (1, 2)
+VERSION = 3
+READS = (1, 2, 3)
+BYTE = 8
 NONE, BITMAP, GAPS, ROWS = 0, 1, 2, 3
 _KINDS = ("params", "batch_stats")
 
@@ -81,7 +85,6 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
     if np.any(flat[~live].view(np.uint32) != 0):
         raise CheckpointError(f"'{name}' is not exactly +0.0 where its mask prunes it")
     squeezed: list[tuple[int, bytes]] = []  # (codec, payload) of each stream
-    streams: list[bytes] = []
     mask_code = NONE
     if not live.all():
         forms = [(sum(len(p) for _, p in packed), code, packed)
@@ -91,15 +94,26 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
         _, mask_code, squeezed = min(forms, key=lambda form: form[:2])
     kept = flat[live]
     codebook = _codebook(kept, np.asarray(idx).ravel()[live], k) if k else None
+    width = None
     if codebook is None:
         k = 0
-        streams.append(kept.astype("<f4").tobytes())
+        squeezed.append(packing.squeeze(kept.astype("<f4").tobytes()))
     else:
-        streams += [codebook.astype("<f4").tobytes(),
-                    packing.pack_bits(np.asarray(idx).ravel()[live], packing.bits_for(k))]
-    squeezed += [packing.squeeze(s) for s in streams]
+        width, packed = _pack_indices(np.asarray(idx).ravel()[live], k)
+        squeezed += [packing.squeeze(codebook.astype("<f4").tobytes()), packed]
     entry = [mask_code, k, [c for c, _ in squeezed], [len(p) for _, p in squeezed]]
+    if width is not None and width != packing.bits_for(k):
+        entry.append(width)
     return entry, [p for _, p in squeezed]
+
+
+def _pack_indices(idx: np.ndarray, k: int) -> tuple[int, tuple[int, bytes]]:
+    """``(width, (codec, payload))``: the indices packed at ``ceil(log2 k)`` bits or at one byte each, whichever is
+    shorter after :func:`core.packing.squeeze`."""
+    widths = {packing.bits_for(k), BYTE} if packing.bits_for(k) < BYTE else {packing.bits_for(k)}
+    forms = [(len(out[1]), w, out) for w in sorted(widths) for out in (packing.squeeze(packing.pack_bits(idx, w)),)]
+    _, width, packed = min(forms)
+    return width, packed
 
 
 def _pack_rows(live: np.ndarray, shape: tuple[int, ...]) -> list[bytes]:
@@ -156,14 +170,17 @@ def decode(data: bytes) -> Checkpoint:
     sizes: dict[str, int] = {}
     try:
         for (kind, path, shape), entry in zip(names, entries, strict=True):
-            mask_code, k, codecs, lengths = entry
+            mask_code, k, codecs, lengths, *rest = entry
+            if len(rest) > (version >= 3):
+                raise ValueError(f"a version {version} leaf entry has {4 + len(rest)} fields")
+            width = int(rest[0]) if rest else packing.bits_for(int(k)) if k else 0
             streams = []
             for codec, length in zip(codecs, lengths, strict=True):
                 if offset + length > len(data):
                     raise CheckpointError("truncated compressed model")
                 streams.append(packing.unsqueeze(int(codec), data[offset:offset + length]))
                 offset += length
-            dense, live, idx = _decode_leaf(shape, mask_code, int(k), streams)
+            dense, live, idx = _decode_leaf(shape, mask_code, int(k), width, streams)
             out[kind][path] = dense.reshape(shape)
             if mask_code != NONE:
                 masks[path] = jnp.asarray(live.reshape(shape).astype(np.float32))
@@ -179,7 +196,7 @@ def decode(data: bytes) -> Checkpoint:
     return Checkpoint(spec, variables, Reparam(masks, indices, sizes))
 
 
-def _decode_leaf(shape: tuple[int, ...], mask_code: int, k: int, streams: list[bytes]
+def _decode_leaf(shape: tuple[int, ...], mask_code: int, k: int, width: int, streams: list[bytes]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     count = int(np.prod(shape, dtype=np.int64))
     if mask_code == NONE:
@@ -196,7 +213,9 @@ def _decode_leaf(shape: tuple[int, ...], mask_code: int, k: int, streams: list[b
         codebook = np.frombuffer(streams[0], "<f4")
         if codebook.size != k:
             raise ValueError(f"a codebook of {k} values has {codebook.size}")
-        idx[live] = packing.unpack_bits(streams[1], packing.bits_for(k), n)
+        if not packing.bits_for(k) <= width <= 32:
+            raise ValueError(f"indices of a codebook of {k} values cannot be {width} bits wide")
+        idx[live] = packing.unpack_bits(streams[1], width, n)
         if n and idx[live].max() >= k:
             raise ValueError("an index exceeds its codebook")
         values = codebook[idx[live]]

@@ -207,3 +207,51 @@ def test_lzma_streams_sized_to_their_dictionary_are_the_preset_9_streams_byte_fo
             plain = data if codec == packing.LZMA else packing.planes(data)
             assert payload == lzma.compress(plain, format=lzma.FORMAT_RAW, filters=preset)
             assert packing.unsqueeze(codec, payload) == data
+
+
+def laplace_shared(k: int) -> tuple[Spec, dict[str, Any], Reparam]:
+    """``cnn()`` with Laplace-distributed weights (as trained ones are) and h/kernel shared among ``k`` values."""
+    spec, variables, _ = compressed_model()
+    params = tree.flatten(variables["params"])
+    params["h/kernel"] = jnp.asarray(np.random.default_rng(k).laplace(size=params["h/kernel"].shape), jnp.float32)
+    indices = {"h/kernel": quantise(params["h/kernel"], k)[1]}
+    reparam = Reparam({}, indices, {"h/kernel": k})
+    variables["params"] = materialise(trainable(tree.unflatten(params), reparam), reparam)
+    return spec, variables, reparam
+
+
+@pytest.mark.parametrize("k", [8, 32, 64])
+def test_indices_of_odd_widths_are_stored_a_byte_each_when_that_entropy_codes_shorter(k: int) -> None:
+    spec, variables, reparam = laplace_shared(k)
+    data = artifact.encode(spec, variables, reparam)
+    h = [e for e in leaf_entries(data) if e[1] == k]
+    assert len(h) == 1 and h[0][4:] == [8]
+    idx = np.asarray(reparam.indices["h/kernel"]).ravel()
+    packed = len(packing.squeeze(packing.pack_bits(idx, packing.bits_for(k)))[1])
+    assert h[0][3][1] < packed  # the index section: shorter than at ceil(log2 k) bits
+    decoded = artifact.decode(data)
+    assert bits(tree.flatten(decoded.variables["params"])["h/kernel"]) == bits(
+        tree.flatten(variables["params"])["h/kernel"])
+    np.testing.assert_array_equal(np.asarray(decoded.reparam.indices["h/kernel"]).ravel(), idx)
+
+
+def with_entries(data: bytes, entries: list[Any], version: int) -> bytes:
+    """``data`` with its header's leaf entries replaced and its version byte set."""
+    head_len = int.from_bytes(data[5:9], "little")
+    header = json.loads(zlib.decompress(data[9:9 + head_len]))
+    head = zlib.compress(json.dumps({**header, "leaves": entries}, separators=(",", ":")).encode(), 9)
+    return data[:4] + bytes([version]) + len(head).to_bytes(4, "little") + head + data[9 + head_len:]
+
+
+def test_version_2_artifacts_without_index_widths_are_still_read_and_widths_are_checked() -> None:
+    spec, variables, reparam = compressed_model()
+    data = artifact.encode(spec, variables, reparam)
+    entries = leaf_entries(data)
+    assert all(len(e) == 4 for e in entries)  # k = 16 normal weights: nibbles code shorter than bytes
+    want = bits(tree.flatten(variables["params"])["h/kernel"])
+    assert bits(tree.flatten(artifact.decode(with_entries(data, entries, 2)).variables["params"])["h/kernel"]) == want
+    shared = next(i for i, e in enumerate(entries) if e[1] == 16)
+    for version, width in ((2, 4), (3, 3), (3, 33)):  # no width field before version 3; never below ceil(log2 k)
+        bad = [e if i != shared else [*e, width] for i, e in enumerate(entries)]
+        with pytest.raises(CheckpointError):
+            artifact.decode(with_entries(data, bad, version))
