@@ -145,6 +145,38 @@ def test_the_first_steps_compilation_is_not_taken_for_a_steps_time(data: Dataset
     assert cut.stop_reason == "deadline" and 6 <= cut.steps <= 11 and clock[0] <= 6.105
 
 
+def test_the_first_validation_pass_counts_against_the_deadline_before_it_is_timed(
+        data: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A first epoch cut by its deadline leaves room for its validation pass (estimated from the step time), so
+    the run ends by its time limit: counted as free, MNIST's pass ran 2.4 s past the final training's share."""
+    clock = [0.0]
+    make_step, evaluate_on_mesh = training.make_train_step, training.evaluate_on_mesh  # type: ignore[attr-defined]
+    data = Dataset(data.x_train, data.y_train, *quadrant_data(400, seed=1))  # a pass worth more than a step
+    cost = len(data.x_val) / 32 * training.EVAL_PER_STEP  # one second per step of 32 rows
+
+    def one_second_steps(*args: Any, **kwargs: Any) -> Any:
+        step = make_step(*args, **kwargs)
+
+        def timed(*a: Any) -> Any:
+            out = jax.block_until_ready(step(*a))
+            clock[0] += 1.0
+            return out
+
+        return timed
+
+    def timed_evaluation(*args: Any, **kwargs: Any) -> Any:
+        clock[0] += cost
+        return evaluate_on_mesh(*args, **kwargs)
+
+    monkeypatch.setattr(training, "make_train_step", one_second_steps)
+    monkeypatch.setattr(training, "evaluate_on_mesh", timed_evaluation)
+    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    limit = 4.5 + cost  # time for four of the epoch's five steps and the pass
+    cut = train(build(tiny_spec()), data, TrainConfig(epochs=3, batch_size=32, patience=None, time_limit_s=limit))
+    assert cut.stop_reason == "deadline" and len(cut.history) == 1 and 1 <= cut.steps < 5
+    assert clock[0] <= limit
+
+
 def test_same_seed_is_bit_identical_and_seeds_differ(data: Dataset) -> None:
     model = build(tiny_spec(dropout=True))
     config = TrainConfig(epochs=2, batch_size=32, patience=None, max_shift=1, flip=True, seed=3)
