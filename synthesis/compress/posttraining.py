@@ -23,7 +23,7 @@ import numpy as np
 from core import tree
 from core.evaluation import evaluate
 from core.reparam import FIT_SAMPLE, Reparam, fit_centroids, nearest, shared_leaf
-from synthesis.compress.buckets import shareable, worth_it
+from synthesis.compress.buckets import K_GRID, shareable, worth_it
 from synthesis.compress.context import Context, State, with_params
 from synthesis.compress.reinit import compressed_start, verify_same_outputs
 from synthesis.compress.retrain import retrain
@@ -39,17 +39,11 @@ BOUNDS = tuple(float(e) for e in np.geomspace(1e-4, 0.25, 12 * FINE + 1))
 """Relative squared errors a layer's sharing may add, mildest first (each about 1.18 times the one before; bounds
 that pick the same k for every layer are measured once)."""
 
-SHARE_K = (256, 192, 128, 96, 64, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2)
-"""The k a leaf may be shared among here: the powers of two of :data:`synthesis.compress.buckets.K_GRID` and the
-midpoints 1.5 x 2^j between them. The compressed format stores indices a byte each where that codes shorter
-(:mod:`core.artifact`), so a k between two powers of two costs between their sizes: a layer that misses the bound
-at 16 values need not take 32."""
-
 Option = tuple[int, jnp.ndarray, jnp.ndarray, float]  # k, indices, dense leaf, relative squared error
 
 
 class LeafOptions:
-    """The ways one leaf may be shared: each k of :data:`SHARE_K` worth it (:func:`worth_it`), with the relative
+    """The ways one leaf may be shared: each k of :data:`K_GRID` worth it (:func:`worth_it`), with the relative
     squared error ``|w_k - w|^2 / |w|^2`` of its centroids on (at most :data:`core.reparam.FIT_SAMPLE` of) the
     kept values, and, for a k picked, its indices and dense leaf (clustered when first asked for: an 8.4M-entry
     embedding table takes about a second per k)."""
@@ -58,7 +52,7 @@ class LeafOptions:
         self.leaf, self.mask = leaf, mask
         w = np.asarray(leaf, np.float64).ravel()
         self.kept = w if mask is None else w[np.asarray(mask).ravel() != 0]
-        self.ks = [k for k in SHARE_K if worth_it(k, self.kept.size)]
+        self.ks = [k for k in K_GRID if worth_it(k, self.kept.size)]
         self.sample = self.kept if self.kept.size <= FIT_SAMPLE else self.kept[
             np.random.default_rng(1).integers(0, self.kept.size, FIT_SAMPLE)]
         self.norm = float(np.sum(self.sample ** 2)) or 1.0

@@ -6,15 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from core import artifact, tree
-from core.model import build
 from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
-from core.spec import Spec
 from synthesis.budget import Budget
 from synthesis.compress import Options, compress, posttraining
 from synthesis.compress.context import Context, State
@@ -43,27 +40,6 @@ def test_a_leaf_is_shared_among_fewer_values_as_the_error_bound_grows() -> None:
         np.testing.assert_array_equal(np.asarray(idx), np.asarray(quantise(leaf, k)[1]))
         exact = np.sum((np.asarray(dense, np.float64) - leaf) ** 2) / np.sum(leaf.astype(np.float64) ** 2)
         assert error == pytest.approx(exact, rel=1e-3)  # centroids against bucket means: equal once converged
-
-
-def test_a_bound_between_two_powers_of_two_picks_the_k_between_them_which_packs_smaller() -> None:
-    """A leaf that needs more than 16 values picks 24 when 24 is enough, not 32: the compressed format stores its
-    indices a byte each where that codes shorter, so 24 values cost less than 32."""
-    leaf = np.random.default_rng(1).laplace(size=(128, 96)).astype(np.float32)
-    options = LeafOptions(leaf, None)
-    assert {12, 24, 48} <= set(options.ks)
-    bound = (options.error(24) + options.error(16)) / 2  # 16 values miss it, 24 keep it
-    k, idx, dense, _ = options.fewest_within(bound)  # type: ignore[misc]
-    assert k == 24
-    spec = Spec.from_dict({"input": {"shape": [128]}, "output": {"node": "logits", "num_classes": 2}, "nodes": [
-        {"id": "h", "op": "dense", "inputs": ["input"], "params": {"units": 96}},
-        {"id": "logits", "op": "dense", "inputs": ["h"], "params": {"units": 2}}]})
-    params = tree.flatten(build(spec).init(jax.random.key(0))["params"])
-    sizes = {}
-    for k in (24, 32):
-        _, idx, dense, _ = options.option(k)
-        variables = {"params": tree.unflatten({**params, "h/kernel": dense})}
-        sizes[k] = len(artifact.encode(spec, variables, Reparam({}, {"h/kernel": idx}, {"h/kernel": k})))
-    assert sizes[24] < sizes[32]
 
 
 def test_the_host_start_is_what_training_under_the_reparam_starts_from() -> None:
