@@ -13,7 +13,7 @@ from core.training import train
 from synthesis.budget import Budget
 from synthesis.compress import retrain as retrain_module
 from synthesis.compress.context import Context, Options
-from synthesis.compress.retrain import retrain
+from synthesis.compress.retrain import MIN_ROWS, planned, retrain, timed
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, start
 
 
@@ -40,7 +40,7 @@ def test_a_time_budget_retrains_on_a_fresh_stratified_sample_of_the_training_row
     data = digits()
     assert len(seen) == 2
     for d in seen:
-        assert abs(len(d.y_train) - 300) <= 10 and d.y_val is data.y_val  # validation rows whole
+        assert abs(len(d.y_train) - 300) <= 10 and d.y_val is data.y_val  # validation rows whole: below VAL_ROWS
         share = np.bincount(d.y_train, minlength=10) / len(d.y_train)
         assert np.abs(share - np.bincount(data.y_train, minlength=10) / len(data.y_train)).max() < 0.02
     first, second = ({r.tobytes() for r in d.x_train} for d in seen)
@@ -52,3 +52,33 @@ def test_a_time_budget_retrains_on_a_fresh_stratified_sample_of_the_training_row
 def test_an_epoch_budget_retrains_on_every_training_row(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = retrained_rows(monkeypatch, Budget(epochs=4), rounds=1)
     assert len(seen) == 1 and seen[0] is digits()
+
+
+@pytest.mark.parametrize(("limit", "want"), [(5000.0, (5, 1000)), (1200.0, (2, 1000)), (350.0, (1, 600)),
+                                             (10.0, (1, MIN_ROWS))])
+def test_a_retraining_is_planned_to_end_its_schedule_within_its_time(limit: float, want: tuple[int, int]) -> None:
+    """1,000 rows at 0.5 s and 200 validation rows at 0.25 s: an epoch takes 550 s; below one epoch the rows are
+    cut to what fits beside the validation pass, but not below MIN_ROWS."""
+    assert planned(5, limit, 1000, 200, 0.5, 0.25) == want
+    epochs, rows = want
+    assert epochs * (rows * 0.5 + 50.0) <= limit or rows == MIN_ROWS
+
+
+def test_the_plan_uses_the_last_retrainings_pace_or_the_validation_pass_before_one() -> None:
+    ctx = Context(digits(), Budget(seconds=600.0), Options(), CONFIG, Recorder())
+    rows = len(ctx.data.y_train)
+    assert timed(ctx, 5, 0.01) == (5, rows)  # nothing measured yet: as asked
+    start(ctx)  # measures the validation rows
+    assert ctx.val_row_s is not None and ctx.val_row_s > 0
+    val = len(ctx.data.y_val) * ctx.val_row_s
+    assert timed(ctx, 5, val + rows * 2 * ctx.val_row_s * 1.5)[0] == 1  # one epoch at twice the evaluation's pace
+    ctx.train_row_s = 1.0
+    assert timed(ctx, 5, val + 600.0) == (1, 600)  # then at the measured pace: 600 rows fit
+
+
+def test_a_time_budget_picks_the_best_epoch_on_a_part_of_many_validation_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retrain_module, "VAL_ROWS", 50)
+    seen = retrained_rows(monkeypatch, Budget(seconds=600.0), rounds=1)
+    data = digits()
+    assert len(seen[0].y_val) == 50 and np.array_equal(seen[0].x_val, data.x_val[:50])
