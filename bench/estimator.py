@@ -191,8 +191,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fresh = [per[k]["rho"] for k in result["fresh"]]
     if fresh:
         result["rho_fresh_mean"] = {rule: float(np.mean([r[rule] for r in fresh])) for rule in fresh[0]}
+    source = Path(args.rescore).name if args.rescore else None  # the file's name: no machine paths in results
     result |= {"datasets": per,
-               "settings": {"fraction": args.fraction, "rescored_from": str(args.rescore) if args.rescore else None,
+               "settings": {"fraction": args.fraction, "rescored_from": source,
                             "rules": "synthesis.estimator.RULES at round(fraction * E) epochs seen; extrapolate is "
                                      "predict_final(curve[:seen], E, warmup_fraction)",
                             "extrapolate_epochs": "predict_final(curve[:seen], E): fitted against plain epochs",
