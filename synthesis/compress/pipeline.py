@@ -17,7 +17,13 @@ from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, Options, State
-from synthesis.compress.posttraining import Sharing, share_and_retrain, share_without_retraining
+from synthesis.compress.posttraining import (
+    BOUNDS,
+    Sharing,
+    first_round,
+    share_and_retrain,
+    share_without_retraining,
+)
 from synthesis.compress.report import dense_bytes, figures
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
@@ -124,7 +130,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
             fallback, bound = share_without_retraining(ctx, sharing)
             first = ctx.budget.used()  # the pass at the end costs about as much: the stages end that much earlier
             if seconds is not None:  # a time budget: the stages may not get to retrain, so sharing retrains first
-                hurried = 1.0 - 2 * first < STAGE_ROOM * first
+                hurried = 1.0 - 2 * first < STAGE_ROOM * first and first_round(bound) < len(BOUNDS)
                 ctx.until = 1.0 if hurried else first + (1.0 - 2 * first) * RETRAINED_SHARE
                 fallback = share_and_retrain(ctx, sharing, bound, 1.0) or fallback
                 enabled = [] if hurried else enabled

@@ -13,13 +13,14 @@ import pytest
 from core import artifact, tree
 from core.reparam import Reparam, host_start, materialise, quantise, shared_leaf, trainable
 from synthesis.budget import Budget
-from synthesis.compress import Options, compress, posttraining
+from synthesis.compress import Options, compress, pipeline, posttraining
 from synthesis.compress.context import Context, State
 from synthesis.compress.posttraining import (
     BOUNDS,
     STEP,
     LeafOptions,
     Sharing,
+    first_round,
     share_and_retrain,
     share_without_retraining,
 )
@@ -184,3 +185,29 @@ def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stag
     retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
     assert retrained  # a time budget retrains a sharing first, whether the stages follow or not
     assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
+
+
+def test_with_sharing_held_to_the_largest_bound_a_hurried_budget_goes_to_the_stages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above at 6 s per score, but sharing without retraining held to the largest bound: no retrained sharing
+    is left to try, so the stages get the time instead of nothing."""
+    real = posttraining.share_without_retraining
+
+    def to_the_top(ctx: Context, sharing: Sharing) -> tuple[State, int]:
+        return real(ctx, sharing)[0], len(BOUNDS) - 1
+
+    monkeypatch.setattr(pipeline, "share_without_retraining", to_the_top)
+    spec, variables = trained()
+    now = [0.0]
+    recorder = Ticking(now, 6.0)
+    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+             options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
+    kinds = {kind for kind, _ in recorder.events}
+    assert kinds & {"compress_filters", "compress_prune", "compress_buckets"}
+    assert not [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
+
+
+def test_retrained_sharing_starts_a_step_beyond_the_bound_that_held_or_at_the_largest() -> None:
+    last = len(BOUNDS) - 1
+    assert [first_round(i) for i in (-1, 0, last - STEP, last - 3, last)] == [STEP - 1, STEP, last, last,
+                                                                            len(BOUNDS)]
