@@ -232,6 +232,7 @@ def test_indices_of_odd_widths_are_stored_a_byte_each_when_that_entropy_codes_sh
     decoded = artifact.decode(data)
     assert bits(tree.flatten(decoded.variables["params"])["h/kernel"]) == bits(
         tree.flatten(variables["params"])["h/kernel"])
+    assert decoded.reparam is not None
     np.testing.assert_array_equal(np.asarray(decoded.reparam.indices["h/kernel"]).ravel(), idx)
 
 
