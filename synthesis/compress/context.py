@@ -143,7 +143,7 @@ class Context:
         self.proposed: dict[str, Any] = {}  # the per-layer choice behind the last candidate a stage proposed
         self.rejected: dict[str, Any] | None = None  # the last choice that missed the tolerance (None: none yet)
         self.val_row_s: float | None = None  # seconds per validation row of :meth:`state`'s evaluation (fastest)
-        self.train_row_s: float | None = None  # seconds per training row of the last retraining, all in
+        self.train_row_s: float | None = None  # seconds per row of the last retraining (compiling, evaluating in)
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""
