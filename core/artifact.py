@@ -10,8 +10,8 @@ paths sorted as :func:`core.tree.flatten` sorts them; shapes follow from the spe
 1 = bitmap, 2 = LEB128 gaps between kept positions, 3 = a bitmap of the rows (first axis) with any entry kept,
 then a bitmap of the entries of those rows (whichever is smallest for the leaf; a table pruned by whole rows costs
 about one bit per row); ``k`` 0 = the kept values stored as float32, else a codebook of ``k`` float32 values and
-one index per kept entry, packed at ``width`` bits (absent: ``ceil(log2 k)``; the encoder also tries one byte per
-index, which the codecs' entropy coding compresses better when ``ceil(log2 k)`` does not divide a byte: 32 k-means
+one index per kept entry, packed at ``width`` bits (absent: ``ceil(log2 k)``; where that does not divide a byte the
+encoder also tries one byte per index, which the codecs' entropy coding compresses better: 32 k-means
 buckets of Laplace-distributed weights take 3.7 bits per index instead of 4.6). Each section (mask, values or
 codebook + indices) is stored, zlib'd, LZMA'd or byte-plane shuffled then LZMA'd, whichever is shortest
 (:mod:`core.packing`). Versions 1 (no row masks, no shuffle) and 2 (no index width) are read too.
@@ -108,9 +108,11 @@ def _encode_leaf(name: str, arr: np.ndarray, mask: Any, idx: Any, k: int) -> tup
 
 
 def _pack_indices(idx: np.ndarray, k: int) -> tuple[int, tuple[int, bytes]]:
-    """``(width, (codec, payload))``: the indices packed at ``ceil(log2 k)`` bits or at one byte each, whichever is
-    shorter after :func:`core.packing.squeeze`."""
-    widths = {packing.bits_for(k), BYTE} if packing.bits_for(k) < BYTE else {packing.bits_for(k)}
+    """``(width, (codec, payload))``: the indices packed at ``ceil(log2 k)`` bits or, when that width does not divide
+    a byte, at one byte each, whichever is shorter after :func:`core.packing.squeeze` (at 1, 2 and 4 bits the codecs
+    already see whole indices in each byte, and one byte each measured no shorter, ``docs/compressed-format.md``)."""
+    bits = packing.bits_for(k)
+    widths = {bits, BYTE} if 0 < bits < BYTE and BYTE % bits else {bits}
     forms = [(len(out[1]), w, out) for w in sorted(widths) for out in (packing.squeeze(packing.pack_bits(idx, w)),)]
     _, width, packed = min(forms)
     return width, packed

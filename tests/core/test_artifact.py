@@ -256,3 +256,14 @@ def test_version_2_artifacts_without_index_widths_are_still_read_and_widths_are_
         bad = [e if i != shared else [*e, width] for i, e in enumerate(entries)]
         with pytest.raises(CheckpointError):
             artifact.decode(with_entries(data, bad, version))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 16])
+def test_indices_whose_width_divides_a_byte_stay_packed_and_round_trip(k: int) -> None:
+    spec, variables, reparam = laplace_shared(k)
+    data = artifact.encode(spec, variables, reparam)
+    (h,) = [e for e in leaf_entries(data) if e[1] == k]
+    assert len(h) == 4  # no width field: ceil(log2 k) bits (none for one value)
+    decoded = artifact.decode(data)
+    assert bits(tree.flatten(decoded.variables["params"])["h/kernel"]) == bits(
+        tree.flatten(variables["params"])["h/kernel"])
