@@ -62,7 +62,7 @@ def retrain(ctx: Context, state: State, share: float, stage: str, max_epochs: in
     ctx.seed += 1
     data = ctx.data
     if limit is not None:  # a time budget: a sample, planned to end its schedule within the limit
-        epochs, rows = timed(ctx, epochs, limit)
+        epochs, rows = plan_for(ctx, epochs, limit)
         data = training_sample(ctx.data, rows, ctx.seed)
         if len(data.y_val) > VAL_ROWS:
             data = Dataset(data.x_train, data.y_train, data.x_val[:VAL_ROWS], data.y_val[:VAL_ROWS])
@@ -80,7 +80,7 @@ def retrain(ctx: Context, state: State, share: float, stage: str, max_epochs: in
     return trained if trained.accuracy >= state.accuracy else state
 
 
-def timed(ctx: Context, epochs: int, limit: float) -> tuple[int, int]:
+def plan_for(ctx: Context, epochs: int, limit: float) -> tuple[int, int]:
     """:func:`planned` for a retraining of ``ctx``'s network on at most :data:`RETRAIN_ROWS` training rows and
     :data:`VAL_ROWS` validation rows, at the last retraining's pace (before one: a train step taken as
     ``1 / EVAL_PER_STEP`` times the validation evaluation's time per row; ``epochs`` and the sample as they are

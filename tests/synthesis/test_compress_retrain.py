@@ -13,7 +13,7 @@ from core.training import train
 from synthesis.budget import Budget
 from synthesis.compress import retrain as retrain_module
 from synthesis.compress.context import Context, Options
-from synthesis.compress.retrain import MIN_ROWS, planned, retrain, timed
+from synthesis.compress.retrain import MIN_ROWS, plan_for, planned, retrain
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, start
 
 
@@ -67,13 +67,13 @@ def test_a_retraining_is_planned_to_end_its_schedule_within_its_time(limit: floa
 def test_the_plan_uses_the_last_retrainings_pace_or_the_validation_pass_before_one() -> None:
     ctx = Context(digits(), Budget(seconds=600.0), Options(), CONFIG, Recorder())
     rows = len(ctx.data.y_train)
-    assert timed(ctx, 5, 0.01) == (5, rows)  # nothing measured yet: as asked
+    assert plan_for(ctx, 5, 0.01) == (5, rows)  # nothing measured yet: as asked
     start(ctx)  # measures the validation rows
     assert ctx.val_row_s is not None and ctx.val_row_s > 0
     val = len(ctx.data.y_val) * ctx.val_row_s
-    assert timed(ctx, 5, val + rows * 2 * ctx.val_row_s * 1.5)[0] == 1  # one epoch at twice the evaluation's pace
+    assert plan_for(ctx, 5, val + rows * 2 * ctx.val_row_s * 1.5)[0] == 1  # one epoch at twice the evaluation's pace
     ctx.train_row_s = 1.0
-    assert timed(ctx, 5, val + 600.0) == (1, 600)  # then at the measured pace: 600 rows fit
+    assert plan_for(ctx, 5, val + 600.0) == (1, 600)  # then at the measured pace: 600 rows fit
 
 
 def test_a_time_budget_picks_the_best_epoch_on_a_part_of_many_validation_rows(
