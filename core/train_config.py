@@ -81,7 +81,8 @@ class TrainResult:
 
     ``variables`` are the best epoch's (materialised when a reparam was used, whose trainable
     pytree is ``trainable``); ``history`` has one entry per evaluated epoch (a partial last epoch
-    when the deadline struck mid-epoch); ``best_metric`` is that epoch's validation accuracy.
+    when the deadline struck mid-epoch); ``best_metric`` is that epoch's validation accuracy; ``step_s`` is one
+    train step's seconds as last timed (0.0 when fewer than two steps ran: the first is mostly compilation).
     """
 
     variables: dict[str, Any]
@@ -92,6 +93,7 @@ class TrainResult:
     elapsed_s: float
     steps: int
     trainable: Any = field(default=None)
+    step_s: float = 0.0
 
 
 def shift_for(config: TrainConfig, modality: str, shape: tuple[int, ...]) -> int:

@@ -280,7 +280,7 @@ def train(
     return TrainResult(
         variables=result_vars, history=tuple(history), best_epoch=best_epoch,
         best_metric=float(best_acc), stop_reason=stop_reason, elapsed_s=elapsed(), steps=steps,
-        trainable=programs.unpadded(trainable, given) if given is not None else None,
+        trainable=programs.unpadded(trainable, given) if given is not None else None, step_s=step_s,
     )
 
 

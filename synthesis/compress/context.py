@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -111,13 +112,18 @@ def grant(budget: Budget, share: float, max_epochs: int, until: float = 1.0) -> 
 @dataclass(frozen=True)
 class State:
     """A network during compression: spec, dense variables (masks and buckets applied), reparam, validation accuracy
-    and loss."""
+    and loss (both NaN while not measured: :attr:`measured`, :meth:`Context.measure`)."""
 
     spec: Spec
     variables: dict[str, Any]
     reparam: Reparam
     accuracy: float
     loss: float  # validation cross-entropy
+
+    @property
+    def measured(self) -> bool:
+        """Whether :attr:`accuracy` and :attr:`loss` were measured."""
+        return not math.isnan(self.accuracy)
 
 
 class Context:
@@ -143,7 +149,7 @@ class Context:
         self.proposed: dict[str, Any] = {}  # the per-layer choice behind the last candidate a stage proposed
         self.rejected: dict[str, Any] | None = None  # the last choice that missed the tolerance (None: none yet)
         self.val_row_s: float | None = None  # seconds per validation row of :meth:`state`'s evaluation (fastest)
-        self.train_row_s: float | None = None  # seconds per row of the last retraining (compiling, evaluating in)
+        self.train_row_s: float | None = None  # seconds per row of a train step as the last retraining timed it
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""
@@ -204,6 +210,10 @@ class Context:
         took = (time.perf_counter() - began) / max(len(self.data.y_val), 1)
         self.val_row_s = took if self.val_row_s is None else min(self.val_row_s, took)
         return State(spec, variables, reparam, float(scores["accuracy"]), float(scores["loss"]))
+
+    def measure(self, state: State) -> State:
+        """``state``, measured on the validation rows where it was not."""
+        return state if state.measured else self.state(state.spec, state.variables, state.reparam)
 
     @property
     def ceiling(self) -> float | None:

@@ -25,6 +25,7 @@ from synthesis.compress.posttraining import (
     share_without_retraining,
 )
 from synthesis.compress.report import dense_bytes, figures
+from synthesis.compress.retrain import warm_up
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
 
@@ -127,7 +128,10 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         if options.post_training:  # a network that ships even when no retraining fits in the budget
             ctx.floor, ctx.until = start.accuracy - tolerance, 1.0
             sharing = Sharing(ctx, start)
+            warmed = warm_up(ctx, start, sharing.options) if seconds is not None else None
             fallback, bound = share_without_retraining(ctx, sharing)
+            if warmed is not None:
+                warmed()
             first = ctx.budget.used()  # the pass at the end costs about as much: the stages end that much earlier
             if seconds is not None:  # a time budget: the stages may not get to retrain, so sharing retrains first
                 hurried = 1.0 - 2 * first < STAGE_ROOM * first and first_round(bound) < len(BOUNDS)

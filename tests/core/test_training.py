@@ -140,9 +140,15 @@ def test_the_first_steps_compilation_is_not_taken_for_a_steps_time(data: Dataset
     config = TrainConfig(epochs=4, batch_size=32, patience=None, time_limit_s=10.0)
     result = train(build(tiny_spec()), data, config)
     assert (result.stop_reason, result.steps) == ("completed", 4 * 5)
+    assert result.step_s == pytest.approx(0.01)  # the step's time as timed, its compilation left out
     clock[0] = 0.0  # the deadline still binds once a step's time is known: 6 s, then about 10 steps of 0.01 s
     cut = train(build(tiny_spec()), data, TrainConfig(**{**config.__dict__, "time_limit_s": 6.105}))
     assert cut.stop_reason == "deadline" and 6 <= cut.steps <= 11 and clock[0] <= 6.105
+
+
+def test_a_run_of_one_step_has_no_timed_step(data: Dataset) -> None:
+    one = train(build(tiny_spec()), data, TrainConfig(epochs=1, batch_size=len(data.x_train), patience=None))
+    assert one.steps == 1 and one.step_s == 0.0
 
 
 def test_the_first_validation_pass_counts_against_the_deadline_before_it_is_timed(

@@ -8,12 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core import programs
 from core.data import Dataset
 from core.training import train
 from synthesis.budget import Budget
 from synthesis.compress import retrain as retrain_module
 from synthesis.compress.context import Context, Options
-from synthesis.compress.retrain import MIN_ROWS, plan_for, planned, retrain
+from synthesis.compress.posttraining import BOUNDS, Sharing, started
+from synthesis.compress.retrain import MIN_ROWS, plan_for, planned, retrain, warm_up
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, start
 
 
@@ -82,3 +84,34 @@ def test_a_time_budget_picks_the_best_epoch_on_a_part_of_many_validation_rows(
     seen = retrained_rows(monkeypatch, Budget(seconds=600.0), rounds=1)
     data = digits()
     assert len(seen[0].y_val) == 50 and np.array_equal(seen[0].x_val, data.x_val[:50])
+
+
+def test_a_warm_up_compiles_the_step_a_retraining_then_runs_and_times_it() -> None:
+    """The retraining of a network shared among other k than the warm-up's runs the program the warm-up compiled,
+    and its first plan uses the pace the warm-up timed."""
+    ctx = Context(digits(), Budget(seconds=600.0), Options(), CONFIG, Recorder())
+    state = start(ctx)
+    sharing = Sharing(ctx, state)
+    warm_up(ctx, state, sharing.options)()
+    assert ctx.train_row_s is not None and ctx.train_row_s > 0
+    model = ctx.model(state.spec)
+    step = next(jitted for key, jitted in programs._PROGRAMS.items() if key[0] is model)
+    compiled = step._cache_size()
+    shared = sharing.unmeasured(len(BOUNDS) // 2)
+    assert shared is not None and set(shared.reparam.sizes) == set(sharing.options)
+    trained = retrain(ctx, started(ctx, shared), 0.01, "test", max_epochs=1)
+    assert trained.measured and step._cache_size() == compiled
+
+
+def test_a_retraining_from_an_unmeasured_network_returns_what_it_trained_or_the_network_measured() -> None:
+    ctx = Context(digits(), Budget(epochs=2), Options(), CONFIG, Recorder())
+    state = start(ctx)
+    shared = Sharing(ctx, state).unmeasured(len(BOUNDS) - 1)
+    assert shared is not None and not shared.measured
+    trained = retrain(ctx, shared, 0.5, "test", max_epochs=1)
+    assert trained.measured and trained.variables is not shared.variables
+    events = [p for kind, p in ctx.reporter.events if kind == "compress_retrain"]  # type: ignore[attr-defined]
+    assert events[-1]["start_accuracy"] is None
+    ctx.budget.spend_epochs(2)  # nothing left: the start itself, measured
+    kept = retrain(ctx, shared, 0.5, "test", max_epochs=1)
+    assert kept.measured and kept.variables is shared.variables
