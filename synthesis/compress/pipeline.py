@@ -130,9 +130,9 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
             sharing = Sharing(ctx, start)
             warmed = warm_up(ctx, start, sharing.options) if seconds is not None else None
             fallback, bound = share_without_retraining(ctx, sharing)
-            if warmed is not None:
-                warmed()
             first = ctx.budget.used()  # the pass at the end costs about as much: the stages end that much earlier
+            if warmed is not None:  # (its compilation is the first retraining's, not the pass's: not in ``first``)
+                warmed()
             if seconds is not None:  # a time budget: the stages may not get to retrain, so sharing retrains first
                 hurried = 1.0 - 2 * first < STAGE_ROOM * first and first_round(bound) < len(BOUNDS)
                 ctx.until = 1.0 if hurried else first + (1.0 - 2 * first) * RETRAINED_SHARE

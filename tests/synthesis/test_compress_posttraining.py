@@ -3,7 +3,7 @@ error, one bound chosen on validation, the tolerance held, and a network that sh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax.numpy as jnp
@@ -207,6 +207,24 @@ def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stag
     retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
     assert retrained  # a time budget retrains a sharing first, whether the stages follow or not
     assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
+
+
+def test_waiting_for_the_warm_up_is_not_taken_for_the_sharing_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above at 0.05 s per score, with the retraining's compilation (:func:`retrain.warm_up`) taking 20 s past
+    the sharing pass: the pass still takes a small part of the budget, so the stages follow retrained sharing."""
+    spec, variables = trained()
+    now = [0.0]
+
+    def slow_compilation(*args: Any) -> Callable[[], None]:
+        def wait() -> None:
+            now[0] += 20.0
+        return wait
+
+    monkeypatch.setattr(pipeline, "warm_up", slow_compilation)
+    recorder = Ticking(now, 0.05)
+    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+             options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
+    assert {kind for kind, _ in recorder.events} & {"compress_filters", "compress_prune", "compress_buckets"}
 
 
 def test_with_sharing_held_to_the_largest_bound_a_hurried_budget_goes_to_the_stages(
