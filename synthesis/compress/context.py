@@ -149,7 +149,7 @@ class Context:
         self.proposed: dict[str, Any] = {}  # the per-layer choice behind the last candidate a stage proposed
         self.rejected: dict[str, Any] | None = None  # the last choice that missed the tolerance (None: none yet)
         self.val_row_s: float | None = None  # seconds per validation row of :meth:`state`'s evaluation (fastest)
-        self.train_row_s: float | None = None  # seconds per row of a train step as the last retraining timed it
+        self.train_row_s: float | None = None  # seconds per row of the last retraining (evaluating in) or warm-up
 
     def model(self, spec: Spec) -> Model:
         """The compiled network of ``spec`` (one per distinct spec, so its evaluation compiles once)."""

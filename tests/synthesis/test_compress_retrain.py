@@ -115,3 +115,20 @@ def test_a_retraining_from_an_unmeasured_network_returns_what_it_trained_or_the_
     ctx.budget.spend_epochs(2)  # nothing left: the start itself, measured
     kept = retrain(ctx, shared, 0.5, "test", max_epochs=1)
     assert kept.measured and kept.variables is shared.variables
+
+
+def test_a_retrainings_pace_is_its_wall_time_per_row_evaluation_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its steps' own time (``step_s``) leaves out the evaluation and the time between steps: a plan at that pace
+    ran long (a 300 s MNIST job's second retraining, planned to two epochs, was cut in the second)."""
+    results: list[Any] = []
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        results.append(train(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(retrain_module, "train", watched)
+    ctx = Context(digits(), Budget(seconds=600.0), Options(), CONFIG, Recorder())
+    retrain(ctx, start(ctx), 0.01, "test", max_epochs=2)
+    result = results[0]
+    assert result.steps > 1 and ctx.train_row_s == result.elapsed_s / (result.steps * CONFIG.batch_size)
+    assert ctx.train_row_s > result.step_s / CONFIG.batch_size
