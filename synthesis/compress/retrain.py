@@ -122,8 +122,9 @@ def warm_up(ctx: Context, state: State, shared: Iterable[str]) -> Callable[[], N
     and settings, :func:`core.programs.jitted_step`)."""
     params = state.variables["params"]
     flat = tree.flatten(params)
-    indices = {p: jnp.zeros(np.shape(flat[p]), jnp.int32) for p in shared}
-    reparam = Reparam({}, indices, dict.fromkeys(indices, 1))
+    indices = {p: jnp.zeros(np.shape(flat[p]), jnp.int32) for p in shared}  # any k: codebooks are padded
+    held = state.reparam  # its masks and shared leaves, as the retraining holds them
+    reparam = Reparam(held.masks, {**held.indices, **indices}, {**held.sizes, **dict.fromkeys(indices, 1)})
     config = retraining(ctx.config, ctx.options, 1, None, 0)
     n = min(WARM_STEPS * config.batch_size, len(ctx.data.y_train))
     val = min(config.eval_batch_size, len(ctx.data.y_val))  # the evaluation program measuring already compiled
