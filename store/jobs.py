@@ -21,10 +21,6 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 TERMINAL: frozenset[JobState] = frozenset(s for s, targets in TRANSITIONS.items() if not targets)
 
-MAX_BUDGET_SECONDS = 16 * 3600 * 4
-"""The largest budget a job may be given in seconds: four times the default high tier."""
-
-
 def can_transition(current: JobState, new_state: JobState) -> bool:
     """Whether a job in `current` may move to `new_state`."""
     return new_state in TRANSITIONS[current]

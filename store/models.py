@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Enum, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from domain.rules import DEFAULT_TOLERANCE
 from store.base import Base, HasId, UTCDateTime, utcnow
 
 __all__ = [
-    "DEFAULT_TOLERANCE",
     "VARIANTS",
     "ApiKey",
     "Base",
@@ -36,10 +36,6 @@ __all__ = [
     "WebSession",
 ]
 
-
-DEFAULT_TOLERANCE = 0.005
-"""A job's default compression tolerance: validation accuracy the compressed model may lose (0.5 points); the
-same as `synthesis.compress.DEFAULT_TOLERANCE` (a test checks), which the store may not import."""
 
 VARIANTS = ("dense", "compressed")
 """The models a job delivers, in the order the API lists them: the trained network, then its compressed form."""

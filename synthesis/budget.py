@@ -1,4 +1,4 @@
-"""Budgets: the device time a job may spend, the tier chosen from the data's size, and how stages share it.
+"""Budgets: the time a job may spend and how its stages share it (the tiers: `domain.rules`).
 
 A budget is wall-clock seconds of one device, or — for a reproducible run — a number of training epochs,
 which makes the search log depend only on the seed (a time budget cannot: how far a run gets depends on the
@@ -10,20 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-TIERS = ("low", "medium", "high")
-"""The named budget tiers (NeuNetS); their device-seconds are settings (`NETSYNTH_TIER_*_SECONDS`)."""
-
-TIER_MAX_SAMPLES: tuple[tuple[int, str], ...] = ((10_000, "low"), (100_000, "medium"))
-"""The tier a dataset of up to that many samples gets when the user picks none; larger ones get 'high'."""
-
-
-def tier_for(samples: int) -> str:
-    """The budget tier for a dataset of `samples` samples (NeuNetS: datasets up to 10k samples fit 'low')."""
-    for most, tier in TIER_MAX_SAMPLES:
-        if samples <= most:
-            return tier
-    return "high"
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
+from domain.rules import DEFAULT_TOLERANCE
 from synthesis import ensemble, select, space
 from synthesis.augment import flip_test
 from synthesis.budget import Budget, Schedule
-from synthesis.compress import DEFAULT_TOLERANCE
 from synthesis.deliver import Delivered, deliver, measured_latency_ms
 from synthesis.executor import TrialExecutor
 from synthesis.explain import TextCodec

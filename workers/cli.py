@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from domain.rules import MAX_BUDGET_SECONDS, MAX_TOLERANCE, TIERS, tier_for
+
 USAGE_ERROR = 2
-MAX_TOLERANCE = 0.2
-"""The largest compression tolerance (as the API's)."""
 _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
 
 
@@ -92,9 +92,7 @@ class CliError(Exception):
 
 
 def _budget_seconds(text: str | None, samples: int) -> float:
-    from store.jobs import MAX_BUDGET_SECONDS
     from store.settings import Settings
-    from synthesis.budget import TIERS, tier_for
 
     text = text or tier_for(samples)
     if text in TIERS:

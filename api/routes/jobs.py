@@ -20,17 +20,17 @@ from api.openapi import ProblemRoute, problems
 from api.routes.datasets import owned_dataset
 from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
+from domain.rules import DEFAULT_TOLERANCE, tier_for
 from store.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
-from store.models import DEFAULT_TOLERANCE, VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
+from store.models import VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
 from store.quotas import check_job
 from store.settings import Settings
 
 router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 
 BROKER_DOWN = "the task broker did not answer; resubmit the job"
-AUTO_TIERS: tuple[tuple[int, BudgetTier], ...] = ((10_000, BudgetTier.LOW), (100_000, BudgetTier.MEDIUM))
 """Budget of a job submitted without one: the first tier whose sample limit the dataset fits, else high."""
 MAX_OFFSET = 2**31 - 1
 _EVENTS = TypeAdapter(list[JobEventOut])
@@ -51,10 +51,7 @@ def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int,
     """The tier and device-seconds of a requested budget (None: the tier the dataset's size calls for)."""
     if isinstance(budget, int):
         return BudgetTier.CUSTOM, budget
-    if budget is None:
-        tier = next((t for limit, t in AUTO_TIERS if sample_count <= limit), BudgetTier.HIGH)
-    else:
-        tier = BudgetTier(budget)
+    tier = BudgetTier(tier_for(sample_count) if budget is None else budget)
     return tier, settings.tier_seconds(tier.value)
 
 

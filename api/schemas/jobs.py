@@ -8,11 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from store.jobs import MAX_BUDGET_SECONDS
-from store.models import DEFAULT_TOLERANCE, BudgetTier, JobState
-
-MIN_BUDGET_SECONDS = 10
-MAX_TOLERANCE = 0.2
+from domain.rules import DEFAULT_TOLERANCE, MAX_BUDGET_SECONDS, MAX_TOLERANCE, MIN_BUDGET_SECONDS
+from store.models import BudgetTier, JobState
 
 NamedBudget = Literal["low", "medium", "high"]
 BudgetSeconds = Annotated[StrictInt, Field(ge=MIN_BUDGET_SECONDS, le=MAX_BUDGET_SECONDS)]

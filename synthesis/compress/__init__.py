@@ -5,7 +5,7 @@ Entry point: :func:`compress` returning a :class:`Compressed`.
 """
 
 from synthesis.compress.context import Options, grant
-from synthesis.compress.pipeline import DEFAULT_TOLERANCE, Compressed, compress
+from synthesis.compress.pipeline import Compressed, compress
 from synthesis.compress.reinit import ReinitError
 
-__all__ = ["DEFAULT_TOLERANCE", "Compressed", "Options", "ReinitError", "compress", "grant"]
+__all__ = ["Compressed", "Options", "ReinitError", "compress", "grant"]

@@ -14,6 +14,7 @@ from core.data import Dataset
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
+from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, Options, State
@@ -28,10 +29,6 @@ from synthesis.compress.report import dense_bytes, figures
 from synthesis.compress.retrain import warm_up
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
 from synthesis.progress import Cancelled, Reporter
-
-DEFAULT_TOLERANCE = 0.005
-"""Validation accuracy the compressed network may lose (0.5 percentage points; where one validation row is worth
-more, one row if the validation loss does not rise: :meth:`synthesis.compress.context.Context.below_resolution`)."""
 
 
 @dataclass(frozen=True)

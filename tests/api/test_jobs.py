@@ -15,12 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
 from api.routes.jobs import BROKER_DOWN
+from domain.rules import DEFAULT_TOLERANCE
 from store.apikeys import create_api_key
 from store.base import utcnow
 from store.broker import SYNTHESIZE, filesystem_dir, time_limits
 from store.db import session_scope
 from store.jobs import transition
-from store.models import DEFAULT_TOLERANCE, DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
+from store.models import DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
 from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.store.factories import make_dataset, make_job, make_user
@@ -128,12 +129,6 @@ async def test_the_compression_tolerance_is_stored_and_shown(
     assert r.json()["tolerance"] == stored
     assert _job(factory, r.json()["id"]).tolerance == stored
     assert (await client.get(f"/api/v1/jobs/{r.json()['id']}", headers=account.auth)).json()["tolerance"] == stored
-
-
-def test_the_store_and_the_engine_default_to_the_same_tolerance() -> None:
-    from synthesis.compress import DEFAULT_TOLERANCE as ENGINE_DEFAULT
-
-    assert DEFAULT_TOLERANCE == ENGINE_DEFAULT == 0.005
 
 
 @pytest.mark.parametrize(("samples", "tier"), [

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.routes.jobs import _budget
+from domain.rules import TIERS, tier_for
 from store.settings import Settings
-from synthesis.budget import TIERS, Budget, Schedule, tier_for
+from synthesis.budget import Budget, Schedule
 from synthesis.pace import Pace
 from synthesis.pareto import dominates, pareto_front
 from synthesis.split import stratified_sample, stratified_split
@@ -17,7 +18,7 @@ from synthesis.trial import TrialResult
 
 
 @pytest.mark.parametrize("samples", [1, 10_000, 10_001, 100_000, 100_001, 5_000_000])
-def test_the_api_and_the_engine_choose_the_same_tier(samples: int) -> None:
+def test_the_api_chooses_the_tier_the_rule_gives(samples: int) -> None:
     tier, seconds = _budget(None, samples, Settings())
     assert tier.value == tier_for(samples)
     assert seconds == Settings().tier_seconds(tier.value)

@@ -16,8 +16,9 @@ from core.model import build
 from core.onnx_run import OnnxClassifier
 from core.reparam import Reparam
 from core.train_config import TrainConfig
+from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
-from synthesis.compress import DEFAULT_TOLERANCE, Options, compress, grant, pipeline
+from synthesis.compress import Options, compress, grant, pipeline
 from synthesis.compress.context import Context, State
 from synthesis.compress.report import figures
 from synthesis.compress.retrain import retraining
