@@ -18,10 +18,10 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from api.predict_cli import add_predict_parser
+from domain.errors import StoreError
 from store import migrate
 from store.apikeys import create_api_key
 from store.db import make_engine, make_session_factory, session_scope
-from store.errors import StoreError
 from store.models import User
 from store.quotas import QUOTA_COLUMNS, Quota, set_quota, usage
 from store.settings import Settings

@@ -17,9 +17,9 @@ from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBea
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
+from domain.errors import RateLimited
 from store.apikeys import find_api_key
 from store.db import session_scope
-from store.errors import RateLimited
 from store.models import ApiKey, User, WebSession
 from store.ratelimit import RateLimiter, make_limiter
 from store.sessions import csrf_matches, find_session

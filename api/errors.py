@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from store.errors import (
+from domain.errors import (
     AppendOnly,
     BlobStoreUnavailable,
     Conflict,

@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from api.deps import CSRF_HEADER, SAFE_METHODS, get_current_user, get_web_session
 from api.errors import PROBLEM_JSON, CsrfRejected, Unauthenticated, entry_for
 from api.schemas.problem import Problem
-from store.errors import RateLimited
+from domain.errors import RateLimited
 
 Responses = dict[int | str, dict[str, Any]]
 PROBLEM_SCHEMA = "Problem"

@@ -1,11 +1,11 @@
-"""The native download of a trained model: its package (store.package) as one zip."""
+"""The native download of a trained model: its package (domain.package) as one zip."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from domain.package import package_files, package_zip
 from store.models import TrainedModel
-from store.package import package_files, package_zip
 
 
 def native_package(model: TrainedModel, report: Mapping[str, bytes] | None = None) -> bytes:

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from api.inference import SessionCache
-from store.errors import InvalidInput
-from store.ingest import Inputs, load_inputs
-from store.package import Package, image_shape, network_input, read_package, resize_policy
+from domain.errors import InvalidInput
+from domain.ingest import Inputs, load_inputs
+from domain.package import Package, image_shape, network_input, read_package, resize_policy
 from store.settings import Settings
 
 DEFAULT_BATCH = 256
@@ -40,7 +40,7 @@ def probabilities(package: Package, inputs: Inputs, batch_size: int = DEFAULT_BA
         raise InvalidInput(f"the batch size must be at least 1, not {batch_size}")
     sessions, key = SessionCache(size=1), uuid.uuid4()
     try:  # onnxruntime raises types of its own, each a bare Exception
-        sessions.session(key, package.onnx)
+        sessions.runner(key, package.onnx)
     except Exception as exc:
         raise InvalidInput(f"the package's model.onnx cannot be loaded ({exc})") from exc
     batches = []
@@ -92,7 +92,7 @@ def accuracy_line(labels: list[str], predicted: list[str], classes: list[str]) -
 
 def cmd_predict(settings: Settings, args: argparse.Namespace) -> None:
     """Predict with the package at `args.model_dir` on `args.input`, write `args.output`, print a summary and,
-    when the input carries labels, the accuracy. Bad input raises store.errors (InvalidInput, DatasetRejected)."""
+    when the input carries labels, the accuracy. Bad input raises domain.errors (InvalidInput, DatasetRejected)."""
     package = read_package(args.model_dir)
     inputs = load_inputs(args.input, image_shape(package.preprocessing), policy=resize_policy(package.preprocessing))
     proba = probabilities(package, inputs, args.batch_size)

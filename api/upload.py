@@ -18,8 +18,8 @@ from starlette.datastructures import FormData, Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect
 
+from domain.errors import DatasetRejected, InvalidInput, PayloadTooLarge
 from store.blobs import space_checked, write_new
-from store.errors import DatasetRejected, InvalidInput, PayloadTooLarge
 
 FORM_OVERHEAD = 64 * 1024
 """Bytes a multipart body may carry beyond its file: boundaries, part headers and small fields."""

@@ -98,10 +98,10 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
     from core.data import Dataset
     from core.evaluation import evaluate
     from core.model import build
-    from core.onnx_run import OnnxClassifier
     from core.training import train
-    from store.ingest import TextEncoder
-    from store.ingest.text import Layout
+    from domain.ingest import TextEncoder
+    from domain.ingest.text import Layout
+    from domain.onnx_run import OnnxClassifier
     from synthesis import space
     from synthesis.compress import Options, compress
     from synthesis.engine import Task, space_info

@@ -25,7 +25,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compression_jobs.js
 
 def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, Any]:
     """One job on ``name``'s training part within ``budget_s`` seconds; its dense and compressed models scored."""
-    from core.onnx_run import OnnxClassifier
+    from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
     from synthesis.engine import Options, synthesize
 

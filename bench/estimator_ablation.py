@@ -79,7 +79,7 @@ def stop_rule(rule: str) -> Iterator[None]:
 
 def run_one(task: Any, x_test: np.ndarray, y_test: np.ndarray, epochs: int, seed: int, rule: str) -> dict[str, Any]:
     """Synthesize ``task`` within ``epochs`` epochs with ``rule`` as the stopping rank; score on the test part."""
-    from core.onnx_run import OnnxClassifier
+    from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
     from synthesis.engine import Options, synthesize
     from synthesis.space import LatencyModel

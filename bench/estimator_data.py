@@ -5,7 +5,7 @@
 * mnist: a fixed random subset of MNIST's training set;
 * sms, mr: the text sets of ``bench/peers/datasets.py`` (``DIR/sms_spam/data.csv``, ``DIR/mr/data.csv``), a stratified
   subset of their training part split 80/20 into training and validation rows, encoded as a job encodes them (the
-  vocabulary learned from the training rows only, ``store.ingest.TextEncoder``).
+  vocabulary learned from the training rows only, ``domain.ingest.TextEncoder``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def load_text(name: str, data_dir: Path, rows: int, seed: int) -> tuple[Any, Any
     from peers import datasets
 
     from core.data import Dataset
-    from store.ingest import TextEncoder
+    from domain.ingest import TextEncoder
     from synthesis.engine import Task, space_info
     from synthesis.split import stratified_sample, stratified_split
 

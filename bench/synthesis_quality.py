@@ -4,7 +4,7 @@ Systems (``bench/README.md`` says how each is configured):
 
 * ``netsynth``: ``synthesis.engine.synthesize`` in-process on the training part (it splits off its own
   validation and test rows from it) under ``Budget(seconds=...)``; the delivered ONNX model is scored with
-  ``core.onnx_run.OnnxClassifier`` on the benchmark's held-out test part. Texts are encoded as a job encodes
+  ``domain.onnx_run.OnnxClassifier`` on the benchmark's held-out test part. Texts are encoded as a job encodes
   them (``workers.data.text_task``): the vocabulary is learned from the engine's training rows only.
 * ``hand_cnn`` (images): a small CNN written by hand in PyTorch (CPU), ``bench/peers/hand_cnn.py``.
 * ``tfidf`` (text): TF-IDF word + character n-grams and logistic regression, ``bench/peers/tfidf.py``.
@@ -111,7 +111,7 @@ def job_task(split: datasets.Split, seed: int) -> tuple[Any, np.ndarray]:
 
 def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str, Any]:
     """Synthesize on the training part, score the delivered ONNX model on the test part."""
-    from core.onnx_run import OnnxClassifier
+    from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
     from synthesis.engine import Options, synthesize
 

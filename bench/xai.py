@@ -120,7 +120,7 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
 
 def synthetic_checks(seed: int) -> dict[str, Any]:
     """Localisation (object set) and keyword (keyword set) hit rates, as the tests measure them, with timings."""
-    from store.ingest.text import TextEncoder
+    from domain.ingest.text import TextEncoder
     from synthesis.explain import METHODS, Subject
     from tests.synthesis.explain_sets import (
         bag_model,

@@ -1,8 +1,8 @@
 """netsynth's JAX core: network spec, layers, training, compression primitives and export.
 
 The public API is flat, as in optax: ``core.build``, ``core.train``, ``core.export_onnx`` ...
-Names load on first use, so that ``core.onnx_run`` (numpy + onnxruntime only) can serve a model
-without importing JAX.
+Names load on first use, so that importing one module does not import them all. (The exports run with
+``domain.onnx_run``, which needs no JAX.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ _EXPORTS = {
     "graph": ["Graph", "validate"],
     "model": ["Model", "build"],
     "onnx_export": ["export_onnx", "to_onnx_bytes"],
-    "onnx_run": ["OnnxClassifier"],
     "reparam": ["Reparam", "codebook_of", "constrain", "mask_top_n_incoming", "materialise",
                 "quantise", "share", "trainable", "with_masks"],
     "schema": ["json_schema"],

@@ -25,9 +25,12 @@ from core.errors import CheckpointError
 from core.graph import Graph, validate
 from core.onnx_builder import Builder
 from core.onnx_ops import CONVERTERS
-from core.onnx_run import INPUT_NAME, LOGITS, PROBABILITIES
 from core.reparam import Reparam
 from core.spec import INPUT, Spec
+
+INPUT_NAME, LOGITS, PROBABILITIES = "input", "logits", "probabilities"
+"""Tensor names of an exported network's input and outputs: the interface `domain.onnx_run` runs (it names them
+again, since the engine imports nothing of ours; the export tests run every export through it)."""
 
 MIN_OPSET = 17
 DEFAULT_OPSET = 17

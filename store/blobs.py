@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from store.errors import InsufficientStorage, InvalidKey, NotFound
+from domain.errors import InsufficientStorage, InvalidKey, NotFound
 
 if TYPE_CHECKING:
     from store.settings import Settings

@@ -12,8 +12,8 @@ from typing import Any
 from celery import Celery
 from kombu.exceptions import OperationalError
 
+from domain.errors import Unavailable
 from domain.rules import MAX_BUDGET_SECONDS
-from store.errors import Unavailable
 from store.models import Job
 from store.settings import Settings
 

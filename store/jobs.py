@@ -8,8 +8,8 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Mapper, Session
 
 import store.notify  # noqa: F401  (announces every new job event to the API's event streams)
+from domain.errors import AppendOnly, InvalidTransition
 from store.base import utcnow
-from store.errors import AppendOnly, InvalidTransition
 from store.models import Job, JobEvent, JobState
 
 TRANSITIONS: dict[JobState, frozenset[JobState]] = {

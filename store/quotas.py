@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from domain.errors import QuotaExceeded
 from store.base import utcnow
-from store.errors import QuotaExceeded
 from store.jobs import TERMINAL
 from store.models import Dataset, Job, User
 from store.settings import Settings

@@ -22,8 +22,8 @@ from boto3.s3.transfer import TransferConfig  # type: ignore[import-untyped]
 from botocore.config import Config  # type: ignore[import-untyped]
 from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
 
+from domain.errors import BlobStoreUnavailable, NotFound
 from store.blobs import ABANDONED_AFTER_S, PARTIAL, FileBlobStore, space_checked, validate_key
-from store.errors import BlobStoreUnavailable, NotFound
 
 PART_BYTES = 8 * 1024 * 1024
 """The size of each part of a multipart upload, and of the first object size that is sent in parts."""

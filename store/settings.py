@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from domain.ingest.limits import Limits
 from store.blobs import blob_url_kind
-from store.ingest.limits import Limits
 from store.leases import MAX_ATTEMPTS
 
 

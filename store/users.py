@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from domain.errors import NotFound
 from store.base import utcnow
-from store.errors import NotFound
 from store.jobs import TERMINAL
 from store.leases import request_cancel
 from store.models import Job, JobState, User

@@ -13,8 +13,8 @@ from core.analysis import analyse, architecture
 from core.evaluation import evaluate, predict_proba
 from core.graph import validate
 from core.model import build
-from core.onnx_run import OnnxClassifier
 from core.spec import Spec
+from domain.onnx_run import OnnxClassifier
 from synthesis.explain import Report
 
 PARITY_TOLERANCE = 1e-3

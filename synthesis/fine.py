@@ -14,9 +14,9 @@ import numpy as np
 from core import tree
 from core.analysis import architecture
 from core.data import Dataset
-from core.onnx_run import OnnxClassifier
 from core.spec import Spec
 from core.train_config import TrainConfig
+from domain.onnx_run import OnnxClassifier
 from synthesis.budget import Budget
 from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered

@@ -1,7 +1,7 @@
 """The linear text floor: logistic regression over the bag of hashed n-gram features, fitted to convergence.
 
 A text row's bag holds the distinct hashed ids of its word 1-2-grams and character 2-5-grams
-(`store.ingest.text.ngram_features`), the features of the classical TF-IDF + linear text classifier, in two blocks
+(`domain.ingest.text.ngram_features`), the features of the classical TF-IDF + linear text classifier, in two blocks
 of ids (words, then characters) where the encoder keeps them apart. Each feature is weighted by its smoothed
 inverse document frequency on the training rows (scikit-learn's ``smooth_idf``), each block of a row divided by the
 square root of its feature count (the core ``embedding_bag``'s ``"sqrt"`` norm), and multinomial logistic

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from store.errors import DatasetRejected
-from store.ingest import ImageData, Limits, TextData, inspect_file, load_file
+from domain.errors import DatasetRejected
+from domain.ingest import ImageData, Limits, TextData, inspect_file, load_file
 
 
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:

@@ -16,8 +16,8 @@ from core.evaluation import predict_proba
 from core.model import Model, build
 from core.onnx_export import to_onnx_bytes
 from core.spec import Spec
+from domain.ingest import TextEncoder
 from store.db import session_scope
-from store.ingest import TextEncoder
 from store.models import Job, TrainedModel, User
 from tests.store.factories import make_job, make_user
 

@@ -122,8 +122,8 @@ def _as_file(data: Path, tmp: Path) -> Path:
 
 def run(args: argparse.Namespace) -> Path:
     """Validate the data, synthesize, write the outputs; return the output folder."""
-    from store.errors import DatasetRejected
-    from store.ingest import Limits, inspect_file
+    from domain.errors import DatasetRejected
+    from domain.ingest import Limits, inspect_file
 
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise CliError(f"{args.out} exists and is not an empty folder")
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
-    from store.package import package_files
+    from domain.package import package_files
     from synthesis.budget import Budget
     from synthesis.engine import Options, synthesize
     from synthesis.space import Constraints
@@ -205,8 +205,8 @@ def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
 def write_outputs(out: Path, files: Mapping[str, bytes], compressed: Mapping[str, bytes] | None) -> None:
     """Write the package into `out` (new or empty) and the compressed one, if any, into `out`/compressed: all of it,
     or nothing (CliError naming the folder and why, e.g. a full or read-only disk)."""
-    from store.errors import InvalidInput
-    from store.package import write_package
+    from domain.errors import InvalidInput
+    from domain.package import write_package
 
     created, written = not out.exists(), False
     try:

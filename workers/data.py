@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from domain.ingest import ImageData, Limits, TextEncoder, load_file
+from domain.ingest.archive import SafeZip
+from domain.ingest.imagezip import class_members
+from domain.ingest.resize import CENTRE_CROP
 from store.blobs import BlobStore
-from store.ingest import ImageData, Limits, TextEncoder, load_file
-from store.ingest.archive import SafeZip
-from store.ingest.imagezip import class_members
-from store.ingest.resize import CENTRE_CROP
 from store.models import Dataset
 from synthesis.engine import Task
 from synthesis.split import stratified_split
@@ -50,7 +50,7 @@ def prepare(dataset: Dataset, blobs: BlobStore, limits: Limits, seed: int = 0) -
 
 
 def prepare_file(path: Path, fmt: str, limits: Limits, seed: int = 0) -> Prepared:
-    """Load a validated dataset file; images are brought to one size by the resize policy (store.ingest.resize),
+    """Load a validated dataset file; images are brought to one size by the resize policy (domain.ingest.resize),
     which the preprocessing records for prediction; exact duplicates are grouped, texts get a vocabulary learned
     from the training split only (the split synthesis makes from the same labels, groups and seed). The task
     carries what reports are worded in: the class names, the raw texts and their encoder, each row's position in

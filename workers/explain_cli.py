@@ -34,10 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Explain, write the outputs; return how many inputs were explained. store.errors on bad input."""
-    from store.errors import InvalidInput
-    from store.ingest import load_inputs
-    from store.package import image_shape, read_package, resize_policy, write_package
+    """Explain, write the outputs; return how many inputs were explained. domain.errors on bad input."""
+    from domain.errors import InvalidInput
+    from domain.ingest import load_inputs
+    from domain.package import image_shape, read_package, resize_policy, write_package
 
     if args.batch_size < 1:
         raise InvalidInput(f"the batch size must be at least 1, not {args.batch_size}")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `netsynth explain`; return 0, or 2 on bad input."""
-    from store.errors import StoreError
+    from domain.errors import StoreError
 
     args = build_parser().parse_args(argv)
     try:

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from core import artifact, checkpoint
-from store.errors import InvalidInput
-from store.ingest.text import TextEncoder
-from store.package import Package, image_shape, network_input
+from domain.errors import InvalidInput
+from domain.ingest.text import TextEncoder
+from domain.package import Package, image_shape, network_input
 from synthesis.explain import Subject, method
 from synthesis.explain.render import highlighted, overlay
 

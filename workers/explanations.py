@@ -15,12 +15,12 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import DatasetRejected, InvalidInput
+from domain.ingest import Limits, decode_image
+from domain.package import image_shape, resize_policy
 from store import explanations
 from store.db import session_scope
-from store.errors import DatasetRejected, InvalidInput
-from store.ingest import Limits, decode_image
 from store.models import TrainedModel
-from store.package import image_shape, resize_policy
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,7 @@ from api.openapi import ProblemRoute, problems
 from api.schemas import storable
 from api.schemas.datasets import DatasetOut
 from api.upload import Received, receive_file
-from store.blobs import BlobStore, make_blob_store
-from store.errors import (
+from domain.errors import (
     Conflict,
     DatasetRejected,
     InsufficientStorage,
@@ -28,7 +27,8 @@ from store.errors import (
     PayloadTooLarge,
     QuotaExceeded,
 )
-from store.ingest import inspect_file
+from domain.ingest import inspect_file
+from store.blobs import BlobStore, make_blob_store
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
 from store.quotas import check_storage

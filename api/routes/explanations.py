@@ -26,11 +26,11 @@ from api.routes.models import NO_MODEL, OwnedModel, model_router
 from api.schemas.explanations import MAX_TEXT_CHARS, MODALITIES, ExplainTextIn, ExplanationOut, methods_for
 from api.tasks import enqueue_explain
 from api.upload import read_body, read_form, read_json
-from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from domain.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from domain.ingest import Limits, decode_image
+from domain.package import image_shape, resize_policy
 from store.explanations import OVERLAY, PENDING, create_explanation, fail_explanation, find_explanation, image, state
-from store.ingest import Limits, decode_image
 from store.models import Job, Report, TrainedModel
-from store.package import image_shape, resize_policy
 
 router = model_router()
 

@@ -9,7 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.deps import SessionDep
 from api.openapi import ProblemRoute, problems
 from api.schemas import Health
-from store.errors import Unavailable
+from domain.errors import Unavailable
 
 router = APIRouter(route_class=ProblemRoute, tags=["health"])
 PATH = "/health"

@@ -20,8 +20,8 @@ from api.openapi import ProblemRoute, problems
 from api.routes.datasets import owned_dataset
 from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, JobOut, NamedBudget
 from api.tasks import enqueue_synthesize
+from domain.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from domain.rules import DEFAULT_TOLERANCE, tier_for
-from store.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
 from store.models import VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User

@@ -10,8 +10,8 @@ from api.deps import CurrentUser, SessionDep, SettingsDep
 from api.openapi import ProblemRoute, problems
 from api.schemas import UserOut, UserUpdate
 from api.schemas.me import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, MeOut, QuotaOut, QuotasOut
+from domain.errors import NotFound
 from store.apikeys import KEY_PREFIX, active_api_keys, create_api_key, owned_active_key, revoke_api_key
-from store.errors import NotFound
 from store.models import ApiKey
 from store.quotas import Quota, usage
 

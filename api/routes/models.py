@@ -19,10 +19,10 @@ from api.openapi import ProblemRoute, problems
 from api.package import native_package
 from api.schemas.models import ArchitectureOut, ExportFormat, ModelOut, Prediction, PredictOut, TextsIn
 from api.upload import read_body, read_form, read_json
-from store.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
-from store.ingest import Limits, decode_image
+from domain.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge
+from domain.ingest import Limits, decode_image
+from domain.package import image_shape, network_input, resize_policy
 from store.models import Job, TrainedModel
-from store.package import image_shape, network_input, resize_policy
 from store.reports import report_files
 
 NO_MODEL = "No model of the caller's jobs has this id."

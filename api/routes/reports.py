@@ -8,7 +8,7 @@ from api.deps import SessionDep
 from api.openapi import problems
 from api.routes.models import NO_MODEL, OwnedModel, model_router
 from api.schemas.explanations import ReportOut
-from store.errors import NotFound
+from domain.errors import NotFound
 from store.models import Report, TrainedModel
 from store.reports import HTML, PNG, REPORT_HTML, find_report, image_names, report_file
 

@@ -1,5 +1,5 @@
 """`/datasets/{id}/samples`: a few samples of one of the caller's datasets to look at, and each image sample as the
-model sees it (a PNG thumbnail), read from the stored file as it streams (`store.ingest.samples`)."""
+model sees it (a PNG thumbnail), read from the stored file as it streams (`domain.ingest.samples`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from api.deps import CurrentUser, SessionDep
 from api.openapi import ProblemRoute, problems
 from api.routes.datasets import NO_DATASET, BlobsDep, owned_dataset
 from api.schemas.datasets import DatasetSamplesOut, SampleOut
+from domain.errors import NotFound
+from domain.ingest.samples import pick_samples, sample_pixels, thumbnail_png
 from store.blobs import BlobStore
-from store.errors import NotFound
-from store.ingest.samples import pick_samples, sample_pixels, thumbnail_png
 from store.models import Dataset, Modality
 
 router = APIRouter(route_class=ProblemRoute, prefix="/datasets", tags=["datasets"])

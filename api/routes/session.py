@@ -16,8 +16,8 @@ from api.errors import Unauthenticated
 from api.openapi import ProblemRoute, problems
 from api.schemas import UserOut
 from api.schemas.session import SessionIn, SessionOut
+from domain.errors import RateLimited
 from store.apikeys import find_api_key
-from store.errors import RateLimited
 from store.models import WebSession
 from store.sessions import end_session, start_session
 

@@ -1,13 +1,13 @@
 """The benchmark's datasets with their fixed train / test splits, the same for every system.
 
 * digits: scikit-learn's 1,797 8x8 images (pixel values 0-16, as uint8), stratified 75/25 split (1,347 / 450);
-* sms: the SMS Spam Collection (``shared/data/sms_spam/data.csv``, read with ``store.ingest``), exact duplicate
+* sms: the SMS Spam Collection (``shared/data/sms_spam/data.csv``, read with ``domain.ingest``), exact duplicate
   texts dropped (the first of each kept: 5,171 texts), stratified 80/20 split (4,136 / 1,035);
 * mr, cr, mpqa: the sentence polarity sets of Kim (2014) (``shared/data/<name>/data.csv``), which have no official
   split: exact duplicate texts dropped as for sms, stratified 80/20 split (empty texts kept: they are real input);
 * mnist: the official 60,000 / 10,000 split (``shared/data/mnist/mnist.npz``);
 * cifar10_small: 10,000 / 2,000 CIFAR-10 photos as JPEG zips of class folders (``train.zip``, ``test.zip``), read by
-  ``store.ingest`` as an upload is.
+  ``domain.ingest`` as an upload is.
 
 ``quick`` shrinks MNIST to its first 6,000 training and 1,000 test images, for smoke runs.
 """
@@ -51,7 +51,7 @@ def load(name: str, seed: int, quick: bool = False, data_dir: Path = SHARED_DATA
         x, y = digits.images.astype(np.uint8)[..., None], digits.target.astype(np.int64)
         return _stratified(name, "image", x, y, [str(c) for c in range(10)], 0.25, seed)
     if name in TEXT_SETS:
-        from store.ingest import Limits, TextData, load_file
+        from domain.ingest import Limits, TextData, load_file
 
         data = load_file(data_dir / TEXT_SETS[name] / "data.csv", "csv", Limits())
         assert isinstance(data, TextData)
@@ -62,7 +62,7 @@ def load(name: str, seed: int, quick: bool = False, data_dir: Path = SHARED_DATA
         texts = np.asarray([data.texts[i] for i in keep], dtype=str)
         return _stratified(name, "text", texts, data.y[keep], list(data.classes), 0.2, seed)
     if name == "cifar10_small":
-        from store.ingest import ImageData, Limits, load_file
+        from domain.ingest import ImageData, Limits, load_file
 
         zips = [load_file(data_dir / "cifar10_small" / f"{part}.zip", "image_zip", Limits())
                 for part in ("train", "test")]

@@ -1,6 +1,6 @@
 """What an explainer works on: a trained network, its inputs as the network takes them, and the words of texts.
 
-A text model reads int32 ids made by an encoder that lives outside the engine (`store.ingest.text`); explainers
+A text model reads int32 ids made by an encoder that lives outside the engine (`domain.ingest.text`); explainers
 reach it through :class:`TextCodec`, so that attributions come back per whitespace-separated word.
 """
 

@@ -9,9 +9,9 @@ import pytest
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
-import store.errors
+import domain.errors
 from api.errors import ERROR_TABLE, PROBLEM_JSON, Unauthenticated, lookup, problem_for
-from store.errors import AppendOnly, InvalidKey, InvalidTransition, NotFound, StoreError
+from domain.errors import AppendOnly, InvalidKey, InvalidTransition, NotFound, StoreError
 
 
 def _body(exc: Exception) -> dict[str, object]:
@@ -46,7 +46,7 @@ def test_domain_error_detail_is_its_message() -> None:
 
 
 def test_every_store_error_is_in_the_table() -> None:
-    declared = {cls for _, cls in inspect.getmembers(store.errors, inspect.isclass)
+    declared = {cls for _, cls in inspect.getmembers(domain.errors, inspect.isclass)
                 if issubclass(cls, StoreError) and cls is not StoreError}
     assert declared <= ERROR_TABLE.keys(), declared - ERROR_TABLE.keys()
 

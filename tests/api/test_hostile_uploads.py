@@ -34,9 +34,9 @@ from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, patch_zip_header, png_bytes, write_npz, write_text_csv, write_zip
+from tests.domain.test_ingest_archive import alias_member, nested_zip
+from tests.domain.test_ingest_images import claim_size
 from tests.store.test_blobs import fill_disk
-from tests.store.test_ingest_archive import alias_member, nested_zip
-from tests.store.test_ingest_images import claim_size
 from tests.workers.service import ApiServer, wait_for
 
 pytestmark = pytest.mark.anyio

@@ -24,9 +24,9 @@ from core import artifact, checkpoint, tree
 from core.evaluation import predict_proba
 from core.model import build
 from core.spec import Spec
+from domain.ingest import Limits, TextEncoder, decode_image
+from domain.ingest.resize import fit_pixels
 from store.db import session_scope
-from store.ingest import Limits, TextEncoder, decode_image
-from store.ingest.resize import fit_pixels
 from store.models import Job, TrainedModel
 from tests import nets
 from tests.api.conftest import Account, assert_problem
@@ -456,14 +456,14 @@ async def test_openapi_documents_both_predict_bodies(client: httpx.AsyncClient) 
 def test_session_cache_reuses_sessions_and_evicts_the_least_recently_used(image_net: Net) -> None:
     cache = SessionCache(size=2)
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
-    first = cache.session(a, image_net.onnx)
-    assert cache.session(a, b"never read: a is cached") is first
-    cache.session(b, image_net.onnx)
-    cache.session(a, image_net.onnx)  # a is now the most recently used
-    cache.session(c, image_net.onnx)  # evicts b
+    first = cache.runner(a, image_net.onnx)
+    assert cache.runner(a, b"never read: a is cached") is first
+    cache.runner(b, image_net.onnx)
+    cache.runner(a, image_net.onnx)  # a is now the most recently used
+    cache.runner(c, image_net.onnx)  # evicts b
     assert len(cache) == 2
-    assert cache.session(a, b"never read") is first
-    with pytest.raises(Exception, match=r"(?i)protobuf|parse|load"):
-        cache.session(b, b"not onnx: b was evicted")
+    assert cache.runner(a, b"never read") is first
+    with pytest.raises(ValueError, match="not a loadable ONNX model"):
+        cache.runner(b, b"not onnx: b was evicted")
     x = _pixels(2).astype(np.float32)
     np.testing.assert_allclose(cache.probabilities(a, image_net.onnx, x), image_net.proba(x), atol=1e-5)

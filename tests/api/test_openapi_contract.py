@@ -51,11 +51,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import API_PREFIX
 from api.deps import CSRF_HEADER, SESSION_COOKIE
+from domain.ingest import TextEncoder
 from store.apikeys import create_api_key, find_api_key
 from store.blobs import FileBlobStore
 from store.db import session_scope
 from store.explanations import create_explanation, finish_explanation
-from store.ingest import TextEncoder
 from store.jobs import append_event, transition
 from store.models import (
     BudgetTier,

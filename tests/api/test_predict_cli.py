@@ -19,10 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.cli import build_parser, main
 from api.predict_cli import add_predict_parser
-from store.errors import DatasetRejected, InvalidInput
-from store.ingest.resize import fit_pixels
+from domain.errors import DatasetRejected, InvalidInput
+from domain.ingest.resize import fit_pixels
+from domain.package import package_files, package_zip, write_package
 from store.models import TrainedModel
-from store.package import package_files, package_zip, write_package
 from store.settings import Settings
 from tests.api.conftest import Account
 from tests.api.test_models import _pixels, _png, image_net_fixture, text_net_fixture

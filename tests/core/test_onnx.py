@@ -20,10 +20,10 @@ from core.errors import CheckpointError
 from core.graph import validate
 from core.model import Model, build
 from core.onnx_export import MAX_OPSET, export_onnx, to_onnx_bytes
-from core.onnx_run import OnnxClassifier
 from core.ops import ACTIVATIONS, OPS
 from core.reparam import Reparam, materialise, trainable
 from core.spec import Spec
+from domain.onnx_run import OnnxClassifier
 
 TOL = 1e-4
 CLASSES = 3
@@ -374,5 +374,5 @@ def test_classifier_casts_token_ids():
 
 
 def test_runner_needs_no_jax():
-    code = "import sys, core.onnx_run; assert 'jax' not in sys.modules, 'jax imported'"
+    code = "import sys, domain.onnx_run; assert 'jax' not in sys.modules, 'jax imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

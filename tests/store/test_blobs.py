@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from domain.errors import InsufficientStorage, InvalidKey, NotFound
 from store.blobs import BlobStore, FileBlobStore
-from store.errors import InsufficientStorage, InvalidKey, NotFound
 
 
 class _Breaks(io.RawIOBase):

@@ -7,8 +7,8 @@ import itertools
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import AppendOnly, InvalidTransition
 from store.db import session_scope
-from store.errors import AppendOnly, InvalidTransition
 from store.jobs import TERMINAL, append_event, can_transition, events_since, transition
 from store.models import Job, JobEvent, JobState
 from tests.store.factories import make_job

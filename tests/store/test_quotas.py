@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy.orm import Session
 
+from domain.errors import QuotaExceeded
 from store.base import utcnow
-from store.errors import QuotaExceeded
 from store.jobs import transition
 from store.models import Job, JobState, User
 from store.quotas import WINDOW, check_job, check_storage, set_quota, usage

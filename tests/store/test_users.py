@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from domain.errors import NotFound
 from store.apikeys import create_api_key, verify_api_key
 from store.db import session_scope
-from store.errors import NotFound
 from store.jobs import transition
 from store.models import Job, JobEvent, JobState
 from store.users import Stopped, all_users, disable_user, enable_user, user_by_email

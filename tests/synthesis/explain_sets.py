@@ -16,7 +16,7 @@ from core.model import build
 from core.spec import Spec
 from core.train_config import TrainConfig
 from core.training import train
-from store.ingest.text import Layout
+from domain.ingest.text import Layout
 from synthesis.space.blocks import Net
 
 SIZE, OBJECT = 32, 5

@@ -13,9 +13,9 @@ from core import artifact, tree
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
-from core.onnx_run import OnnxClassifier
 from core.reparam import Reparam
 from core.train_config import TrainConfig
+from domain.onnx_run import OnnxClassifier
 from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
 from synthesis.compress import Options, compress, grant, pipeline

@@ -14,8 +14,8 @@ from core.analysis import architecture
 from core.data import Dataset
 from core.evaluation import predict_proba
 from core.model import build
-from core.onnx_run import OnnxClassifier
 from core.spec import Spec
+from domain.onnx_run import OnnxClassifier
 from synthesis import engine, select
 from synthesis.budget import LARGE_DATA, Budget
 from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize

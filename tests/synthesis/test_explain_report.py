@@ -13,7 +13,7 @@ from sklearn.datasets import load_digits
 
 from core import checkpoint
 from core.spec import Spec
-from store.ingest.text import TextEncoder
+from domain.ingest.text import TextEncoder
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered
 from synthesis.explain import ReportData, Subject, build_report

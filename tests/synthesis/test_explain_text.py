@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from store.ingest.text import TextEncoder
+from domain.ingest.text import TextEncoder
 from synthesis.explain import METHODS, Subject, checks, integrated
 from synthesis.explain.grads import text_position_scores
 from tests.synthesis.explain_sets import bag_model, keyword_texts, on_keyword, trained

@@ -12,7 +12,7 @@ from core.data import Dataset
 from core.evaluation import predict_proba
 from core.model import build
 from core.onnx_export import to_onnx_bytes
-from core.onnx_run import OnnxClassifier
+from domain.onnx_run import OnnxClassifier
 from synthesis import linear
 from synthesis.budget import Budget
 from synthesis.engine import Options, Task, synthesize

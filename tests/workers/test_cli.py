@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from core.onnx_run import OnnxClassifier
+from domain.onnx_run import OnnxClassifier
 from store.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip, write_text_csv
 from tests.workers.conftest import make_keys

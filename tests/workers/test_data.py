@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
+from domain.ingest import Limits, inspect_file
+from domain.ingest.resize import fit_pixels
 from store.blobs import FileBlobStore
-from store.ingest import Limits, inspect_file
-from store.ingest.resize import fit_pixels
 from store.models import Dataset
 from synthesis.split import stratified_split
 from tests.datasets import png_bytes, write_text_csv, write_zip

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.ingest import Limits
+from domain.ingest import Limits
 from tests.datasets import patch_zip_header, png_bytes, rejection, write_zip
 
 PNG = png_bytes(np.zeros((4, 4, 1), dtype=np.uint8))

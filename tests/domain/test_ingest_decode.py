@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from store.errors import DatasetRejected
-from store.ingest import Limits, decode_image
+from domain.errors import DatasetRejected
+from domain.ingest import Limits, decode_image
 from tests.datasets import png_bytes
 
 RNG = np.random.default_rng(3)

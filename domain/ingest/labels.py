@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from store.errors import DatasetRejected
-from store.ingest.limits import Limits
+from domain.errors import DatasetRejected
+from domain.ingest.limits import Limits
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _LISTED = 10

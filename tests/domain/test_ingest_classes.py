@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.errors import DatasetRejected
-from store.ingest import Limits, load_file
+from domain.errors import DatasetRejected
+from domain.ingest import Limits, load_file
 from tests.datasets import digits_arrays, rejection, write_image_zip, write_text_tsv
 
 

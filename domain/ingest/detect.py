@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from store.errors import DatasetRejected
-from store.ingest.limits import Limits
+from domain.errors import DatasetRejected
+from domain.ingest.limits import Limits
 
 FORMATS = {".zip": "image_zip", ".npz": "npz", ".csv": "csv", ".tsv": "tsv", ".txt": "tsv"}
 TEXT_FORMATS = ("csv", "tsv")

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from store.errors import DatasetRejected
-from store.ingest.archive import SafeZip
-from store.ingest.arrays import label_names, npz_batches, read_npz
-from store.ingest.detect import TEXT_FORMATS, detect_format
-from store.ingest.fold import ImageFold, TextFold
-from store.ingest.imagezip import zip_images, zip_sizes
-from store.ingest.limits import Limits
-from store.ingest.resize import fit_pixels, plan_resize
-from store.ingest.results import ImageData, Inspection, TextData
-from store.ingest.tables import text_rows
+from domain.errors import DatasetRejected
+from domain.ingest.archive import SafeZip
+from domain.ingest.arrays import label_names, npz_batches, read_npz
+from domain.ingest.detect import TEXT_FORMATS, detect_format
+from domain.ingest.fold import ImageFold, TextFold
+from domain.ingest.imagezip import zip_images, zip_sizes
+from domain.ingest.limits import Limits
+from domain.ingest.resize import fit_pixels, plan_resize
+from domain.ingest.results import ImageData, Inspection, TextData
+from domain.ingest.tables import text_rows
 
 
 def _fold(path: Path, fmt: str, limits: Limits, keep: bool) -> tuple[ImageFold | TextFold, int | None]:

@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from store.errors import DatasetRejected
-from store.ingest.archive import SafeZip
-from store.ingest.arrays import label_names, npz_batches
-from store.ingest.detect import TEXT_FORMATS
-from store.ingest.images import decode_pixels
-from store.ingest.imagezip import class_members
-from store.ingest.limits import Limits
-from store.ingest.resize import capped, fit_pixels
-from store.ingest.tables import text_rows
+from domain.errors import DatasetRejected
+from domain.ingest.archive import SafeZip
+from domain.ingest.arrays import label_names, npz_batches
+from domain.ingest.detect import TEXT_FORMATS
+from domain.ingest.images import decode_pixels
+from domain.ingest.imagezip import class_members
+from domain.ingest.limits import Limits
+from domain.ingest.resize import capped, fit_pixels
+from domain.ingest.tables import text_rows
 
 THUMBNAIL_SIDE = 128
 """The longest side of an image sample's PNG: larger images are scaled down to it (aspect kept), smaller ones kept."""

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.errors import DatasetRejected
-from store.ingest import Limits, inspect_file
+from domain.errors import DatasetRejected
+from domain.ingest import Limits, inspect_file
 from tests.datasets import load_texts, rejection, write_text_csv, write_text_tsv
 
 FEW = Limits(min_samples_per_class=1)

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.ingest import TextEncoder
-from store.package import (
+from domain.errors import InvalidInput
+from domain.ingest import TextEncoder
+from domain.package import (
     Package,
     check_preprocessing,
     image_shape,

@@ -9,12 +9,12 @@ from typing import TypeVar
 
 import numpy as np
 
-from store.errors import DatasetRejected
-from store.ingest.archive import SafeZip
-from store.ingest.images import decode_pixels, image_size
-from store.ingest.labels import check_classes
-from store.ingest.limits import Limits
-from store.ingest.resize import Size
+from domain.errors import DatasetRejected
+from domain.ingest.archive import SafeZip
+from domain.ingest.images import decode_pixels, image_size
+from domain.ingest.labels import check_classes
+from domain.ingest.limits import Limits
+from domain.ingest.resize import Size
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
 T = TypeVar("T")

@@ -1,4 +1,5 @@
-"""Run an exported network with onnxruntime, from raw numpy input to class probabilities.
+"""Run an exported network with onnxruntime, from raw numpy input to class probabilities: the one runner of the
+API's predict, `netsynth predict`, the engine's export parity check and the benchmarks.
 
 Example::
 
@@ -18,8 +19,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-INPUT_NAME, LOGITS, PROBABILITIES = "input", "logits", "probabilities"
-"""Tensor names of an exported network's input and outputs (see :mod:`core.onnx_export`)."""
+INPUT_NAME, PROBABILITIES = "input", "probabilities"
+"""Tensor names of a netsynth export's input and class probabilities (:mod:`core.onnx_export` writes them)."""
 
 _INT32 = np.iinfo(np.int32)
 

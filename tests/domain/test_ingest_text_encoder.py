@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from store.ingest import TextEncoder
-from store.ingest.text import SUBWORD_BUCKETS, ngram_features, trigrams
+from domain.ingest import TextEncoder
+from domain.ingest.text import SUBWORD_BUCKETS, ngram_features, trigrams
 
 CORPUS = ["The cat sat on the mat.", "The dog ate the cat's food!", "Ünïcödé wörds, café; the END"]
 

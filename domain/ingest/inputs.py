@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from store.errors import DatasetRejected, InvalidInput
-from store.ingest.archive import SafeZip
-from store.ingest.arrays import label_names, read_npz_inputs
-from store.ingest.detect import TEXT_FORMATS, detect_format
-from store.ingest.images import decode_image
-from store.ingest.imagezip import visible_files
-from store.ingest.limits import Limits
-from store.ingest.resize import CENTRE_CROP, fit_pixels
-from store.ingest.tables import text_lines
+from domain.errors import DatasetRejected, InvalidInput
+from domain.ingest.archive import SafeZip
+from domain.ingest.arrays import label_names, read_npz_inputs
+from domain.ingest.detect import TEXT_FORMATS, detect_format
+from domain.ingest.images import decode_image
+from domain.ingest.imagezip import visible_files
+from domain.ingest.limits import Limits
+from domain.ingest.resize import CENTRE_CROP, fit_pixels
+from domain.ingest.tables import text_lines
 
 _IMAGE_INPUTS = "a zip or folder of PNG / JPEG images or an .npz with 'x'"
 _TEXT_INPUTS = "a CSV with a 'text' column or a TSV / TXT of texts"
@@ -91,7 +91,7 @@ def _texts(path: Path, fmt: str, limits: Limits) -> Inputs:
 def load_inputs(path: Path, shape: tuple[int, int, int] | None, limits: Limits | None = None,
                 policy: str = CENTRE_CROP) -> Inputs:
     """The inputs in `path` for a model taking images decoded to `shape` (H, W, C), images of another size
-    resized by the resize `policy` (store.ingest.resize), or texts when `shape` is None. InvalidInput when
+    resized by the resize `policy` (domain.ingest.resize), or texts when `shape` is None. InvalidInput when
     `path` is missing or holds the other kind of input; DatasetRejected when it is malformed."""
     limits = limits or Limits()
     if path.is_dir():

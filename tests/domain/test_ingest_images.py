@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from store.ingest import Limits, inspect_file
-from store.ingest.resize import MAX_NATIVE_SIDE, fit_pixels
+from domain.ingest import Limits, inspect_file
+from domain.ingest.resize import MAX_NATIVE_SIDE, fit_pixels
 from tests.datasets import digits_arrays, load_images, png_bytes, rejection, write_image_zip, write_zip
 
 FEW = Limits(min_samples_per_class=1)

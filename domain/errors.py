@@ -1,4 +1,5 @@
-"""Domain errors the store raises; callers map them to HTTP statuses or job failures."""
+"""Domain errors: what the product refuses or cannot find (raised by `domain/` and `store/`); the API maps them to
+HTTP statuses in one table (`api/errors.py`), the workers to job failures."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from store.errors import DatasetRejected
-from store.ingest.limits import Limits
+from domain.errors import DatasetRejected
+from domain.ingest.limits import Limits
 
 _BOM = "\ufeff"
 # A physical line may hold a text of max_text_chars 4-byte characters plus this much for the other columns.

@@ -3,7 +3,7 @@ map attributions back to words with."""
 
 from __future__ import annotations
 
-from store.ingest.text import TextEncoder
+from domain.ingest.text import TextEncoder
 
 TEXTS = ["Free prize! Call now", "hello there friend", "win a free prize today", "zzzunknownword here"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.ingest import Limits, inspect_file
-from store.ingest.resize import fit_pixels
+from domain.ingest import Limits, inspect_file
+from domain.ingest.resize import fit_pixels
 from tests.datasets import digits_arrays, load_images, rejection, write_npz, write_zip
 
 FEW = Limits(min_samples_per_class=1)

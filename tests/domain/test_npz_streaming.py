@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from store.ingest import Limits, inspect_file, load_file
-from store.ingest.results import ImageData
+from domain.ingest import Limits, inspect_file, load_file
+from domain.ingest.results import ImageData
 from tests.datasets import write_npz
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from store.ingest import Limits, inspect_file
+from domain.ingest import Limits, inspect_file
 from tests.datasets import png_bytes, rejection, write_text_tsv
 
 

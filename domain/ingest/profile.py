@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from store.ingest.text import tokenize
+from domain.ingest.text import tokenize
 
 LABEL_BITS = 16
 """The low bits of a duplicate key that hold the label's id (datasets have at most `Settings.max_classes` labels)."""

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from store.errors import DatasetRejected
-from store.ingest.archive import MemberReader, SafeZip
-from store.ingest.limits import Limits
+from domain.errors import DatasetRejected
+from domain.ingest.archive import MemberReader, SafeZip
+from domain.ingest.limits import Limits
 
 _CHUNK = 1024 * 1024
 _KEY_PAIRS = (("x", "y"), ("x_train", "y_train"))

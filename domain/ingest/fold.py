@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from store.ingest.labels import LabelIndexer
-from store.ingest.limits import Limits
-from store.ingest.profile import Duplicates, PixelStats, TextStats, pixel_key
-from store.ingest.resize import ResizePlan
-from store.ingest.results import ImageData, TextData
+from domain.ingest.labels import LabelIndexer
+from domain.ingest.limits import Limits
+from domain.ingest.profile import Duplicates, PixelStats, TextStats, pixel_key
+from domain.ingest.resize import ResizePlan
+from domain.ingest.results import ImageData, TextData
 
 _STATS_BATCH = 1024
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.errors import DatasetRejected, InvalidInput
-from store.ingest import Inputs, Limits, decode_image, load_inputs
+from domain.errors import DatasetRejected, InvalidInput
+from domain.ingest import Inputs, Limits, decode_image, load_inputs
 from tests.datasets import png_bytes, write_image_zip, write_npz, write_text_csv, write_text_tsv, write_zip
 
 SHAPE = (8, 8, 1)

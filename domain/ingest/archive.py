@@ -15,8 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from store.errors import DatasetRejected
-from store.ingest.limits import Limits
+from domain.errors import DatasetRejected
+from domain.ingest.limits import Limits
 
 _CHUNK = 1024 * 1024
 # Members smaller than this are not held to the compression ratio: tiny runs of zeros compress far past it.

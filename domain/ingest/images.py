@@ -7,9 +7,9 @@ import io
 import numpy as np
 from PIL import Image
 
-from store.errors import DatasetRejected
-from store.ingest.limits import Limits
-from store.ingest.resize import CENTRE_CROP, Size, fit_image
+from domain.errors import DatasetRejected
+from domain.ingest.limits import Limits
+from domain.ingest.resize import CENTRE_CROP, Size, fit_image
 
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
 _FORMATS = ("PNG", "JPEG")
@@ -74,7 +74,7 @@ def decode_pixels(
 ) -> tuple[np.ndarray, bool]:
     """Decode to uint8 [H, W, C] and whether it was resized: C from the image's mode unless `channels` is given
     (gray -> 1; RGB, RGBA without alpha, palette -> 3), brought to `size` (height, width) by the resize
-    `policy` (store.ingest.resize) when given."""
+    `policy` (domain.ingest.resize) when given."""
     image = _open(data, name, limits)
     image = _convert(image, channels or _natural_channels(image))
     resized = size is not None and (image.height, image.width) != size
