@@ -283,8 +283,8 @@ def coordinator_cpu(settings: Settings, folder: Path, n: int = 40) -> dict[str, 
     from store.models import BudgetTier, Dataset, Job, JobState, User
     from synthesis.executor import TrialRequest
     from workers.app import make_app
+    from workers.context import Context
     from workers.executor import CeleryExecutor
-    from workers.runner import Context
 
     engine = make_engine(settings.database_url)
     ctx = Context(settings, make_session_factory(engine), FileBlobStore(settings.blob_dir), "coordinator")

@@ -189,6 +189,8 @@ class Job(HasId, Base):
     state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED, index=True)
     stage: Mapped[str | None] = mapped_column(String(64))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
+    # "device-seconds": the wall-clock seconds of the worker process that ran the job (its attempts added), which
+    # holds the device for that long; not a measurement of the device itself
     device_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -217,12 +219,14 @@ class JobEvent(Base):
 
 
 class Candidate(HasId, Base):
-    """An architecture the search proposed for a job, with what training it measured and cost."""
+    """An architecture the search proposed for a job, with what training it measured and cost. ``genome`` is the
+    search's candidate (`synthesis.space.Candidate.to_dict`: id, origin, arch, hparams), stored in the column
+    ``spec`` (its name before it was called what it holds)."""
 
     __tablename__ = "candidates"
 
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    genome: Mapped[dict[str, Any]] = mapped_column("spec", JSON)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cost: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[CandidateStatus] = mapped_column(_enum(CandidateStatus), default=CandidateStatus.PROPOSED)

@@ -161,24 +161,3 @@ def rung_score(curve: Curve, horizon: int, rule: str = DEFAULT_RULE, warmup_frac
     """The score ``rule`` (a name in :data:`RULES`) gives a trial at a rung: what ASHA ranks trials by.
     Raises KeyError for an unknown rule."""
     return RULES[rule](curve, horizon, warmup_fraction)
-
-
-def spearman(a: Curve, b: Curve) -> float:
-    """Spearman's rank correlation of two equally long sequences (average ranks for ties; 0 when
-    either is constant)."""
-    x, y = _ranks(np.asarray(a, dtype=np.float64)), _ranks(np.asarray(b, dtype=np.float64))
-    if len(x) != len(y) or len(x) < 2:
-        raise ValueError("spearman needs two sequences of equal length >= 2")
-    x, y = x - x.mean(), y - y.mean()
-    denom = float(np.sqrt((x @ x) * (y @ y)))
-    return float(x @ y) / denom if denom > 0 else 0.0
-
-
-def _ranks(v: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of ``v`` with ties given their average rank."""
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(len(v))
-    ranks[order] = np.arange(1.0, len(v) + 1.0)
-    _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
-    sums = np.bincount(inverse, weights=ranks)
-    return np.asarray(sums[inverse] / counts[inverse], dtype=np.float64)

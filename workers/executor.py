@@ -25,7 +25,7 @@ from store.db import session_scope
 from store.models import TrialState, TrialTask
 from synthesis.executor import TrialReport, TrialRequest
 from synthesis.trial import TrialResult
-from workers.runner import Context
+from workers.context import Context
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ def candidate_row(job_id: uuid.UUID, entry: dict[str, Any]) -> Candidate:
     cost["worker"] = entry.get("worker", "")  # which worker process trained it
     cost["started_at"] = entry.get("started_at")  # the fraction of the budget spent when it started
     cost["compile_seconds"] = entry.get("compile_seconds")  # seconds compiling its programs (None: an older log)
-    return Candidate(job_id=job_id, spec=genome, metrics=metrics, cost=cost,
+    return Candidate(job_id=job_id, genome=genome, metrics=metrics, cost=cost,
                      status=STATUS.get(entry["status"], CandidateStatus.FAILED))
 
 
@@ -69,7 +69,7 @@ def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
     session.add_all(rows)
     session.flush()
     delivered = result.model
-    winner = next((r.id for r in rows if r.spec["id"] == delivered.metrics.get("candidate")), None)
+    winner = next((r.id for r in rows if r.genome["id"] == delivered.metrics.get("candidate")), None)
     saved = [(_model(job_id, winner, "dense", delivered, prepared), delivered)]
     if result.compressed is not None:
         small = result.compressed.model

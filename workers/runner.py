@@ -8,27 +8,22 @@ the same transaction that marks the job succeeded.
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from billiard.pool import SIG_SOFT_TIMEOUT
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy.orm import Session, sessionmaker
 
-from store.blobs import BlobStore
 from store.db import session_scope
 from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
 from store.models import Dataset, Job, JobState
-from store.settings import Settings
 from synthesis.progress import Cancelled, OutOfTime
+from workers.context import Context, holder_dead, worker_name
 from workers.reporter import DbReporter, LeaseTaken
 
 if TYPE_CHECKING:
@@ -36,7 +31,6 @@ if TYPE_CHECKING:
     from workers.data import Prepared
 
 log = logging.getLogger(__name__)
-HOST = socket.gethostname()
 
 
 class Busy(Exception):
@@ -45,41 +39,6 @@ class Busy(Exception):
     def __init__(self, retry_after: float) -> None:
         super().__init__(f"the job is held by another worker; retry in {retry_after:.0f} s")
         self.retry_after = retry_after
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a job run needs from its worker: settings, database sessions, the blob store, its own identity."""
-
-    settings: Settings
-    factory: sessionmaker[Session]
-    blobs: BlobStore
-    owner: str
-
-
-def worker_identity() -> str:
-    """A lease owner name: host, process id and a random suffix."""
-    return f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def holder_dead(owner: str) -> bool:
-    """Whether a lease holder on this host is a process that no longer exists (other hosts: unknown, False)."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != HOST or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def worker_name(hostname: str | None) -> str:
-    """How the search log names a worker process: its Celery node name (or host) and process id."""
-    return f"{hostname or HOST}:{os.getpid()}"
 
 
 def run_job(ctx: Context, job_id: uuid.UUID, worker: str = "") -> str:

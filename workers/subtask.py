@@ -19,7 +19,7 @@ from store.base import utcnow
 from store.db import session_scope
 from store.logs import log_context
 from store.models import Dataset, Job, JobState, TrialState, TrialTask
-from workers.runner import Context
+from workers.context import Context
 
 if TYPE_CHECKING:
     from core.data import Dataset as Arrays

@@ -18,7 +18,8 @@ from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
 from store.settings import Settings
 from workers.app import app
-from workers.runner import Busy, Context, run_job, worker_identity, worker_name
+from workers.context import Context, worker_identity, worker_name
+from workers.runner import Busy, run_job
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ def list_candidates(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -
     job = owned_job(session, user, job_id)
     rows = session.scalars(select(Candidate).where(Candidate.job_id == job.id))
     ordered = sorted(rows, key=lambda c: int(c.cost.get("index", 0)))
-    return [CandidateOut(id=c.id, genome=c.spec, metrics=c.metrics, cost=c.cost, status=c.status.value)
+    return [CandidateOut(id=c.id, genome=c.genome, metrics=c.metrics, cost=c.cost, status=c.status.value)
             for c in ordered]
 
 

@@ -73,7 +73,9 @@ class JobOut(BaseModel):
     state: JobState
     stage: str | None
     progress: float
-    device_seconds: float
+    device_seconds: float = Field(description="Device-seconds the job has spent: the wall-clock seconds of the "
+                                                "worker process that ran it (its attempts added), which holds a "
+                                                "device for that long.")
     error: str | None
     attempts: int
     cancel_requested: bool

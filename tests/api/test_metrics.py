@@ -75,8 +75,8 @@ async def test_job_trial_and_device_figures_reflect_the_rows(
             append_event(s, running, "candidate", {"n": n, "status": "proposed"})  # proposed, then trained
             append_event(s, running, "candidate", {"n": n, "status": "completed"})
         append_event(s, running, "progress")
-        s.add_all([Candidate(job_id=done.id, spec={}, status=CandidateStatus.TRAINED),
-                   Candidate(job_id=done.id, spec={}, status=CandidateStatus.FAILED),
+        s.add_all([Candidate(job_id=done.id, genome={}, status=CandidateStatus.TRAINED),
+                   Candidate(job_id=done.id, genome={}, status=CandidateStatus.FAILED),
                    TrialTask(job_id=running.id, attempt=1, trial_index=0, request={}, state=TrialState.RUNNING)])
     enqueue_synthesize(app.state.sender, queued[0])
     text = (await client.get("/metrics")).text

@@ -193,7 +193,7 @@ def _seed(factory: sessionmaker[Session], owner: User, blobs: FileBlobStore) -> 
         transition(done, JobState.SUCCEEDED)
         append_event(s, done, "succeeded", {"accuracy": 0.5})
         models = [_model(done, "dense", "text"), _model(done, "compressed", "image")]
-        s.add_all([*models, Candidate(job_id=done.id, spec={"name": "c0"}, metrics={"val_accuracy": 0.5},
+        s.add_all([*models, Candidate(job_id=done.id, genome={"name": "c0"}, metrics={"val_accuracy": 0.5},
                                       cost={"index": 0, "params": 2}),
                    Report(job_id=done.id, kind="pareto", content={"points": [{"params": 2, "accuracy": 0.5}]})])
         s.flush()

@@ -56,10 +56,10 @@ def test_candidate_model_and_report_with_bytes(factory: sessionmaker[Session]) -
     png = b"\x89PNG\r\n\x1a\n" + b"\x00\xff" * 100
     with session_scope(factory) as s:
         job = make_job(s)
-        cand = Candidate(job_id=job.id, spec={"layers": [{"op": "dense", "units": 8}]}, cost={"device_seconds": 1.5})
+        cand = Candidate(job_id=job.id, genome={"layers": [{"op": "dense", "units": 8}]}, cost={"device_seconds": 1.5})
         s.add(cand)
         s.flush()
-        model = TrainedModel(job_id=job.id, candidate_id=cand.id, spec=cand.spec, weights=weights, onnx=b"onnx",
+        model = TrainedModel(job_id=job.id, candidate_id=cand.id, spec=cand.genome, weights=weights, onnx=b"onnx",
                              metrics={"accuracy": 0.93}, param_count=1234, weights_bytes=len(weights))
         s.add(model)
         s.flush()

@@ -14,8 +14,8 @@ from store.blobs import make_blob_store
 from store.s3blobs import S3BlobStore
 from store.settings import Settings
 from tests.store.s3server import S3Server
+from workers.context import Context
 from workers.executor import save_weights
-from workers.runner import Context
 from workers.tasks import sweep_once
 
 

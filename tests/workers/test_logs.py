@@ -19,7 +19,7 @@ from store.models import JobState, TrialTask
 from store.settings import Settings
 from synthesis.executor import TrialRequest
 from tests.store.factories import make_job
-from workers.runner import Context
+from workers.context import Context
 from workers.subtask import run_trial_task
 
 

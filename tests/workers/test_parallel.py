@@ -17,8 +17,8 @@ from synthesis.executor import TrialRequest
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.service import ApiServer, WorkerProcess, wait_for
 from workers.app import make_app
+from workers.context import Context
 from workers.executor import CeleryExecutor
-from workers.runner import Context
 from workers.subtask import run_trial_task
 
 V1 = "/api/v1"
