@@ -173,7 +173,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> None:
     os.execv(command[0], command)
 
 
-HANDED_OVER = {"synthesize": "workers.cli", "explain": "workers.explain_cli"}
+HANDED_OVER = {"synthesize": "workers.synthesize_cli", "explain": "workers.explain_cli"}
 """The commands that run the engine, by the module that implements them (loaded by name, never imported here)."""
 
 

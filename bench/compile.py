@@ -1,7 +1,7 @@
 """Compilation's share of a job's budget, with JAX's persistent compilation cache off, cold and warm.
 
-Each run is a real ``netsynth synthesize`` job (``workers.cli``, the synthesis engine the workers run) in a fresh
-process, on digits (scikit-learn's 1,797 images: the training part of ``bench/peers/datasets.py``'s split, written
+Each run is a real ``netsynth synthesize`` job (``workers.synthesize_cli``, the synthesis engine the workers run) in a
+fresh process, on digits (scikit-learn's 1,797 images: the training part of ``bench/peers/datasets.py``'s split, written
 as an ``.npz``) or SMS Spam (``DIR/sms_spam/data.csv`` as it is) at a time budget, with ``NETSYNTH_COMPILE_CACHE``:
 
 * ``off``: no persistent cache (the figure before the cache);
@@ -78,7 +78,7 @@ def run_job(data: Path, budget: float, mode: str, cache: Path, out: Path, seed: 
            and not k.startswith("JAX_PERSISTENT_CACHE")}
     env["NETSYNTH_COMPILE_CACHE"] = "off" if mode == "off" else str(cache)
     env["GLIBC_TUNABLES"] = os.environ.get("GLIBC_TUNABLES", TUNABLES)
-    command = [sys.executable, "-m", "workers.cli", str(data), "--budget", str(budget), "--out", str(out),
+    command = [sys.executable, "-m", "workers.synthesize_cli", str(data), "--budget", str(budget), "--out", str(out),
                "--seed", str(seed)]
     load_before, start = os.getloadavg()[0], time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2 * budget + 600)

@@ -17,6 +17,8 @@ from store.db import session_scope
 from store.migrate import upgrade
 from store.models import User
 from store.settings import Settings
+from tests import nets
+from tests.nets import Net
 from tests.store.conftest import empty_db_url, pg_skip_reason, s3_server
 
 __all__ = ["empty_db_url", "pg_skip_reason", "s3_server"]  # re-exported: the store's database and S3 fixtures
@@ -96,3 +98,15 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, object]:
     assert {"type", "title", "status", "detail", "instance"} <= body.keys()
     assert body["instance"] == response.request.url.path
     return body
+
+
+@pytest.fixture(scope="module", name="image_net")
+def image_net_fixture() -> Net:
+    """An exported image network (8x8x1, a few classes), built once per test module."""
+    return nets.image_net()
+
+
+@pytest.fixture(scope="module", name="text_net")
+def text_net_fixture() -> Net:
+    """An exported text network, built once per test module."""
+    return nets.text_net()

@@ -25,11 +25,10 @@ from domain.package import package_files, package_zip, write_package
 from store.models import TrainedModel
 from store.settings import Settings
 from tests.api.conftest import Account
-from tests.api.test_models import _pixels, _png, image_net_fixture, text_net_fixture
+from tests.api.model_inputs import pixels as _pixels
+from tests.api.model_inputs import png as _png
 from tests.datasets import write_npz, write_text_csv, write_zip
 from tests.nets import IMAGE_CLASSES, TEXT_CLASSES, Net, insert_model
-
-__all__ = ["image_net_fixture", "text_net_fixture"]  # test_models' fixtures of real networks, used here by name
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["a good film", "bad plot", "words never seen before", "GOOD good good acting", "fine, bad acting"]

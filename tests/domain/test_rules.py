@@ -27,7 +27,7 @@ def test_the_api_and_the_cli_refuse_the_same_largest_budget_and_tolerance() -> N
     from pydantic import TypeAdapter, ValidationError
 
     from api.schemas.jobs import BudgetSeconds, JobCreate
-    from workers.cli import CliError, _budget_seconds
+    from workers.synthesize_cli import CliError, _budget_seconds
 
     assert _budget_seconds(str(MAX_BUDGET_SECONDS), 0) == MAX_BUDGET_SECONDS
     with pytest.raises(CliError, match=str(MAX_BUDGET_SECONDS)):

@@ -21,7 +21,7 @@ from store.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip, write_text_csv
 from tests.workers.conftest import make_keys
 from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for
-from workers import cli
+from workers import synthesize_cli as cli
 
 V1 = "/api/v1"
 EPOCHS, SEED = 8, 2
