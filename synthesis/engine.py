@@ -27,7 +27,7 @@ from synthesis.fine import CompressedVariant, fine_synthesis
 from synthesis.normalise import channel_normalisation
 from synthesis.pace import FINAL_MARGIN
 from synthesis.pareto import delivered_front
-from synthesis.progress import INTERRUPTED, Cancelled, NullReporter, OutOfTime, Reporter, Shielded
+from synthesis.progress import INTERRUPTED, Cancelled, Ending, NullReporter, OutOfTime, Reporter, Shielded
 from synthesis.reports import Snapshots, explain_variants, report_data
 from synthesis.search import Search, SearchConfig
 from synthesis.split import Split, stratified_split, training_sample
@@ -81,6 +81,12 @@ class Synthesis:
     seconds: float
     compressed: CompressedVariant | None = None
     compile_seconds: float = 0.0  # seconds this process spent compiling (trials on other workers not counted)
+
+    @property
+    def ending(self) -> Ending:
+        """How it ended: completed, or interrupted by its caller's deadline or a cancellation (it delivered its best
+        model so far); a synthesis that fails raises instead."""
+        return Ending.of(self.stop_reason)
 
 
 def horizon_for(train_rows: int) -> int:

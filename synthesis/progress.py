@@ -5,6 +5,7 @@ A worker implements `Reporter` with database writes; the command line with a pro
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -29,6 +30,27 @@ class OutOfTime(Cancelled):
 
 INTERRUPTED = (Cancelled.reason, OutOfTime.reason)
 """The stop reasons of a synthesis its caller interrupted (it delivers the best model trained before)."""
+
+
+class Ending(enum.StrEnum):
+    """How a synthesis ended, for its caller to act on (a worker maps it to a job state in one place:
+    `workers.runner.job_state`):
+
+    - ``COMPLETED``: every stage ran (the search stopped on its own or at its share of the budget);
+    - ``DEADLINE``: the caller's own time limit came first (`OutOfTime`); the best model trained so far ships;
+    - ``CANCELLED``: the user cancelled (`Cancelled`); the best model trained so far ships;
+    - ``FAILED``: it raised (no model, or nothing trained before an interruption)."""
+
+    COMPLETED = "completed"
+    DEADLINE = OutOfTime.reason
+    CANCELLED = Cancelled.reason
+    FAILED = "failed"
+
+    @classmethod
+    def of(cls, stop_reason: str) -> Ending:
+        """The ending of a synthesis that delivered a model and stopped for ``stop_reason`` (the search's reason,
+        or the interruption's)."""
+        return {OutOfTime.reason: cls.DEADLINE, Cancelled.reason: cls.CANCELLED}.get(stop_reason, cls.COMPLETED)
 
 
 class Reporter(Protocol):

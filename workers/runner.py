@@ -22,7 +22,7 @@ from store.db import session_scope
 from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
 from store.models import Dataset, Job, JobState
-from synthesis.progress import Cancelled, OutOfTime
+from synthesis.progress import Cancelled, Ending, OutOfTime
 from workers.context import Context, holder_dead, worker_name
 from workers.reporter import DbReporter, LeaseTaken
 
@@ -103,23 +103,34 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             result = synthesize(prepared.task, budget, options, reporter)
         finally:
             executor.discard_weights()
-        end = JobState.CANCELLED if result.stop_reason == Cancelled.reason else JobState.SUCCEEDED
-        return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), end)
+        return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), job_state(result.ending, delivered=True))
     except OutOfTime:
-        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.DEADLINE, delivered=False), reporter.elapsed(),
                     error="the job reached its task's time limit before any candidate finished training")
     except Cancelled:  # the user's, before anything trained: synthesis had nothing to deliver
-        return _end(ctx, job_id, JobState.CANCELLED, reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.CANCELLED, delivered=False), reporter.elapsed(),
                     note="cancelled before any candidate finished training: no model")
     except SoftTimeLimitExceeded:  # where `soft_time_limit_as_deadline` could not take the signal (not the main thread)
-        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), reporter.elapsed(),
                     error="the job ran past its budget's time limit and was stopped")
     except LeaseTaken:
         log.warning("job %s: another worker took it over; stopping", job_id)
         return "lease-lost"
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        return _end(ctx, job_id, JobState.FAILED, reporter.elapsed(), error=f"{type(exc).__name__}: {exc}")
+        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), reporter.elapsed(),
+                    error=f"{type(exc).__name__}: {exc}")
+
+
+def job_state(ending: Ending, *, delivered: bool) -> JobState:
+    """The state a job ends in, from how its synthesis ended and whether it delivered a model: a deadline with a
+    model is a success (the best model so far ships), without one a failure; a cancellation is a cancellation
+    either way."""
+    if ending is Ending.CANCELLED:
+        return JobState.CANCELLED
+    if ending is Ending.FAILED or not delivered:
+        return JobState.FAILED
+    return JobState.SUCCEEDED
 
 
 def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepared, spent: float,
@@ -134,7 +145,7 @@ def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
             job.device_seconds, job.stage = round(spent, 3), "done"
             transition(job, end)
             release(job)
-            if result.stop_reason == OutOfTime.reason:
+            if result.ending is Ending.DEADLINE:
                 append_event(session, job, "time_limit", {"note": "the task's soft time limit came before the "
                                                           "synthesis ended; the best model trained so far was saved"})
             payload = {"model_id": str(model_id), "metrics": _scalars(result.model.metrics)}
