@@ -67,7 +67,7 @@ def task_for(name: str, seed: int, data_dir: Path, text_rows: int) -> tuple[Any,
 def stop_rule(rule: str) -> Iterator[None]:
     """Within the block, the engine's searches rank trials at rungs by ``rule`` (``SearchConfig.stop_rule``)."""
     import synthesis.engine as engine
-    from synthesis.search import SearchConfig
+    from synthesis.search_config import SearchConfig
 
     names = vars(engine)  # the engine builds its SearchConfig by this name
     names["SearchConfig"] = partial(SearchConfig, stop_rule=rule)

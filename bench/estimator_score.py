@@ -94,7 +94,7 @@ def replay(rows: list[dict[str, Any]], epochs: int, rule: str, eta: int = 3) -> 
     all, and the epochs spent."""
     from synthesis.estimator import RULES
     from synthesis.executor import promotes
-    from synthesis.search import rungs
+    from synthesis.search_config import rungs
 
     scores: dict[int, list[float]] = {r: [] for r in rungs(eta, epochs)}
     trained = []

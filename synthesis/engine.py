@@ -29,7 +29,8 @@ from synthesis.pace import FINAL_MARGIN
 from synthesis.pareto import delivered_front
 from synthesis.progress import INTERRUPTED, Cancelled, Ending, NullReporter, OutOfTime, Reporter, Shielded
 from synthesis.reports import Snapshots, explain_variants, report_data
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search
+from synthesis.search_config import SearchConfig
 from synthesis.split import Split, stratified_split, training_sample
 from synthesis.trial import Trial, run_trial
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
@@ -27,41 +27,15 @@ from core.data import Dataset
 from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.budget import Budget
-from synthesis.estimator import DEFAULT_RULE, RULES, predict_final, rung_score
+from synthesis.estimator import DEFAULT_RULE, predict_final, rung_score
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
 from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
 from synthesis.pace import Pace
 from synthesis.progress import Cancelled, Reporter
+from synthesis.search_config import SearchConfig, rungs
 from synthesis.stopping import AHEAD_AFTER, Run, leader_ahead
 from synthesis.trial import Trial, TrialResult, memory_estimate, run_trial
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """How the search spends its share of the budget."""
-
-    horizon: int
-    eta: int = 3
-    population: int = 12
-    tournament: int = 3
-    random_fraction: float = 0.2
-    converged_after: int = 16  # trials in a row without a better predicted accuracy end the search ...
-    converged_not_before: float = 0.5  # ... once at least this share of the search's budget is spent
-    max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
-    memory_limit: int | None = None
-    seed: int = 0
-    stop_rule: str = DEFAULT_RULE  # what ASHA ranks trials by at a rung: a name in synthesis.estimator.RULES
-
-    def __post_init__(self) -> None:
-        if self.stop_rule not in RULES:
-            raise ValueError(f"unknown stop rule {self.stop_rule!r}; one of {sorted(RULES)}")
-
-
-def rungs(eta: int, horizon: int) -> list[int]:
-    """The epochs at which trials are compared: 1, eta, eta^2, ... below the horizon."""
-    return [eta**k for k in range(int(math.log(max(horizon - 1, 1), eta)) + 1) if eta**k < horizon]
-
 
 POLL_S = 0.25
 """How often the coordinator looks for finished remote trials while it waits for them."""
@@ -278,9 +252,7 @@ class Search:
 
     def _time_for_a_remote_trial(self) -> bool:
         """Whether a trial sent now could reach its first rung elsewhere before the search ends."""
-        firsts = [t.result.first_epoch_s for t in self.trials if t.result is not None and t.result.first_epoch_s]
-        first = float(np.median(firsts)) if firsts else 0.0
-        return self.budget.left(self.budget.search_end()) - self._margin() > max(first, 1.0) + 1.0
+        return self.budget.left(self.budget.search_end()) - self._margin() > max(self._first_epoch_s(), 1.0) + 1.0
 
     def _margin(self) -> float:
         """Seconds a remote trial ends before the search does, so its report arrives in time."""
@@ -321,8 +293,12 @@ class Search:
         end = self.budget.search_end()
         if self.budget.reproducible:
             return self.budget.epochs_left(end) > 0
+        return self.budget.left(end) > self._first_epoch_s()
+
+    def _first_epoch_s(self) -> float:
+        """The median seconds of the trials' first epochs so far (0 before any)."""
         firsts = [t.result.first_epoch_s for t in self.trials if t.result is not None and t.result.first_epoch_s]
-        return self.budget.left(end) > (float(np.median(firsts)) if firsts else 0.0)
+        return float(np.median(firsts)) if firsts else 0.0
 
     def best_trained(self) -> Trial | None:
         """The trial that validates best (`synthesis.select`: accuracy, within its noise the loss) among those

@@ -15,7 +15,8 @@ from synthesis.budget import Budget
 from synthesis.engine import space_info
 from synthesis.executor import TrialReport, TrialRequest, run_request
 from synthesis.progress import NullReporter
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search
+from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints
 from synthesis.trial import Trial, TrialResult
 from tests.datasets import digits_arrays

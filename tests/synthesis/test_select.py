@@ -16,7 +16,8 @@ from synthesis.budget import Budget
 from synthesis.engine import Task, _ranked, space_info
 from synthesis.executor import TrialReport
 from synthesis.progress import NullReporter
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search
+from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel, seeds, to_spec
 from synthesis.trial import Trial, TrialResult, run_trial
 from tests.datasets import digits_arrays

@@ -13,7 +13,8 @@ from synthesis.budget import Budget
 from synthesis.engine import Task, space_info
 from synthesis.estimator import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
 from synthesis.progress import NullReporter
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search
+from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel
 from tests.datasets import digits_arrays
 

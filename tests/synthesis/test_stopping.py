@@ -11,7 +11,8 @@ from core.data import Dataset
 from synthesis import search as search_module
 from synthesis.budget import Budget
 from synthesis.engine import Task, space_info
-from synthesis.search import Search, SearchConfig
+from synthesis.search import Search
+from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel
 from synthesis.stopping import AHEAD_AFTER, Run, beaten, leader_ahead
 from synthesis.trial import TrialResult
