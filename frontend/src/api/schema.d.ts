@@ -859,7 +859,10 @@ export interface components {
              * @description None once the dataset was deleted.
              */
             dataset_id: string | null;
-            /** Device Seconds */
+            /**
+             * Device Seconds
+             * @description Device-seconds the job has spent: the wall-clock seconds of the worker process that ran it (its attempts added), which holds a device for that long.
+             */
             device_seconds: number;
             /** Error */
             error: string | null;
