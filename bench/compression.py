@@ -104,7 +104,8 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
     from domain.onnx_run import OnnxClassifier
     from synthesis import space
     from synthesis.compress import Options, compress
-    from synthesis.engine import Task, space_info
+    from synthesis.engine import space_info
+    from synthesis.interface import Task
     from synthesis.split import stratified_split
 
     start = time.monotonic()

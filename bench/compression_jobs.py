@@ -27,7 +27,8 @@ def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, 
     """One job on ``name``'s training part within ``budget_s`` seconds; its dense and compressed models scored."""
     from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
-    from synthesis.engine import Options, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options
 
     split = datasets.load(name, seed, data_dir=data_dir)
     task, x_test = job_task(split, seed)

@@ -48,7 +48,7 @@ def task_for(name: str, seed: int, data_dir: Path, text_rows: int) -> tuple[Any,
     set) and its test inputs and labels, encoded as a job encodes them."""
     from peers import datasets
 
-    from synthesis.engine import Task
+    from synthesis.interface import Task
     from synthesis.split import stratified_sample
     from workers.data import text_task
 
@@ -81,7 +81,8 @@ def run_one(task: Any, x_test: np.ndarray, y_test: np.ndarray, epochs: int, seed
     """Synthesize ``task`` within ``epochs`` epochs with ``rule`` as the stopping rank; score on the test part."""
     from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
-    from synthesis.engine import Options, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options
     from synthesis.space import LatencyModel
 
     options = Options(seed=seed, test_fraction=0.0, compress=False, explain=False,

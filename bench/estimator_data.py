@@ -55,7 +55,8 @@ def load_text(name: str, data_dir: Path, rows: int, seed: int) -> tuple[Any, Any
 
     from core.data import Dataset
     from domain.ingest import TextEncoder
-    from synthesis.engine import Task, space_info
+    from synthesis.engine import space_info
+    from synthesis.interface import Task
     from synthesis.split import stratified_sample, stratified_split
 
     split = datasets.load(name, seed, data_dir=data_dir)

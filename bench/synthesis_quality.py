@@ -98,7 +98,7 @@ class LogReporter:
 def job_task(split: datasets.Split, seed: int) -> tuple[Any, np.ndarray]:
     """``(task, x_test)``: the engine's task on the split's training part (text: the vocabulary learned from it, as
     in a job; images: exact duplicates grouped) and the test inputs encoded as the model takes them."""
-    from synthesis.engine import Task
+    from synthesis.interface import Task
     from workers.data import text_task
 
     if split.modality == "text":
@@ -113,7 +113,8 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
     """Synthesize on the training part, score the delivered ONNX model on the test part."""
     from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
-    from synthesis.engine import Options, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options
 
     start = time.monotonic()
     task, x_test = job_task(split, seed)

@@ -74,7 +74,8 @@ def flip_labels(y: np.ndarray, classes: int, seed: int) -> tuple[np.ndarray, np.
 def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: Path | None = None) -> dict[str, Any]:
     """Synthesize on the dataset's training part with flipped labels; the figures of each variant's report."""
     from synthesis.budget import Budget
-    from synthesis.engine import Options, Task, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options, Task
     from workers.data import text_task
 
     split = datasets.load(name, seed, data_dir=data_dir)

@@ -17,7 +17,7 @@ from domain.ingest.imagezip import class_members
 from domain.ingest.resize import CENTRE_CROP
 from store.blobs import BlobStore
 from store.models import Dataset
-from synthesis.engine import Task
+from synthesis.interface import Task
 from synthesis.split import stratified_split
 
 

@@ -13,8 +13,8 @@ from store.jobs import append_event
 from store.models import Candidate, CandidateStatus, Job, Report, TrainedModel
 from store.reports import save_report
 from synthesis.deliver import Delivered
-from synthesis.engine import Synthesis
 from synthesis.explain import Report as ExplainReport
+from synthesis.interface import Synthesis
 from workers.data import Prepared
 
 STATUS = {"completed": CandidateStatus.TRAINED, "deadline": CandidateStatus.TRAINED,

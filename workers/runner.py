@@ -27,7 +27,7 @@ from workers.context import Context, holder_dead, worker_name
 from workers.reporter import DbReporter, LeaseTaken
 
 if TYPE_CHECKING:
-    from synthesis.engine import Synthesis
+    from synthesis.interface import Synthesis
     from workers.data import Prepared
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def soft_time_limit_as_deadline(reporter: DbReporter) -> Iterator[None]:
 
 def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, worker: str) -> str:
     from synthesis.budget import Budget  # JAX loads with the engine, in the pool process only
-    from synthesis.engine import Options, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options
     from synthesis.space import Constraints
     from workers.app import app
     from workers.data import prepare

@@ -47,7 +47,8 @@ def _claim(ctx: Context, row_id: uuid.UUID, worker: str) -> tuple[TrialTask, Job
 def training_data(ctx: Context, job: Job) -> Arrays:
     """The training and validation rows the job's search trains on (the engine's split of the job's dataset,
     and its sample for the search)."""
-    from synthesis.engine import Options, search_data, split_task
+    from synthesis.engine import search_data, split_task
+    from synthesis.interface import Options
     from workers.data import prepare
 
     assert job.dataset_id is not None

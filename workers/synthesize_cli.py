@@ -160,7 +160,8 @@ def run(args: argparse.Namespace) -> Path:
 def _synthesize(args: argparse.Namespace, prepared: Any, samples: int) -> Path:
     from domain.package import package_files
     from synthesis.budget import Budget
-    from synthesis.engine import Options, synthesize
+    from synthesis.engine import synthesize
+    from synthesis.interface import Options
     from synthesis.space import Constraints
 
     if args.epochs is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthesis.engine import Task
+from synthesis.interface import Task
 from synthesis.space import LatencyModel
 from tests.datasets import digits_arrays
 

@@ -11,7 +11,8 @@ from core.train_config import TrainConfig
 from synthesis import engine, trial
 from synthesis.augment import FLIP_RETAINED, FlipTest
 from synthesis.budget import Budget
-from synthesis.engine import Options, Task, synthesize
+from synthesis.engine import synthesize
+from synthesis.interface import Options, Task
 from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events
 

@@ -18,7 +18,8 @@ from core.spec import Spec
 from domain.onnx_run import OnnxClassifier
 from synthesis import engine, select
 from synthesis.budget import LARGE_DATA, Budget
-from synthesis.engine import Options, Synthesis, Task, _validates_better, synthesize
+from synthesis.engine import _validates_better, synthesize
+from synthesis.interface import Options, Synthesis, Task
 from synthesis.pareto import dominates
 from synthesis.search import Search
 from synthesis.space import Constraints, SpaceInfo, seeds, to_spec

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from synthesis.budget import Budget
-from synthesis.engine import Options, Task, synthesize
+from synthesis.engine import synthesize
+from synthesis.interface import Options, Task
 from synthesis.progress import Cancelled, OutOfTime, Stopped
 from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events

@@ -15,7 +15,8 @@ from core.onnx_export import to_onnx_bytes
 from domain.onnx_run import OnnxClassifier
 from synthesis import linear
 from synthesis.budget import Budget
-from synthesis.engine import Options, Task, synthesize
+from synthesis.engine import synthesize
+from synthesis.interface import Options, Task
 from synthesis.space import Candidate, SpaceInfo, seeds, to_spec
 from synthesis.space.text import LINEAR
 from tests.synthesis.conftest import LATENCY

@@ -29,7 +29,7 @@ def digits() -> tuple[Dataset, Any]:
     x = x[::4].astype(np.float32)
     y = y[::4]
     data = Dataset(x[:360], y[:360], x[360:], y[360:])
-    from synthesis.engine import Task
+    from synthesis.interface import Task
 
     info = space_info(Task("image", x, y, 10), np.arange(360))
     return data, info

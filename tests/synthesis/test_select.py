@@ -13,8 +13,9 @@ from core.evaluation import evaluate
 from core.model import build
 from synthesis import select
 from synthesis.budget import Budget
-from synthesis.engine import Task, _ranked, space_info
+from synthesis.engine import _ranked, space_info
 from synthesis.executor import TrialReport
+from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig

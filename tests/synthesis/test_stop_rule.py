@@ -10,8 +10,9 @@ from scipy.stats import spearmanr
 
 from core.data import Dataset
 from synthesis.budget import Budget
-from synthesis.engine import Task, space_info
+from synthesis.engine import space_info
 from synthesis.estimator import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
+from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig

@@ -10,7 +10,8 @@ import pytest
 from core.data import Dataset
 from synthesis import search as search_module
 from synthesis.budget import Budget
-from synthesis.engine import Task, space_info
+from synthesis.engine import space_info
+from synthesis.interface import Task
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel

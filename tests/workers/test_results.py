@@ -15,9 +15,9 @@ from store.db import session_scope
 from store.models import CandidateStatus, Job, JobEvent, Report, ReportImage, TrainedModel
 from store.reports import find_report, report_files, save_report
 from synthesis.deliver import Delivered
-from synthesis.engine import Synthesis, Task
 from synthesis.explain import Report as ExplainReport
 from synthesis.fine import CompressedVariant
+from synthesis.interface import Synthesis, Task
 from tests.store.conftest import empty_db_url, engine, factory
 from tests.store.factories import make_job
 from workers import results
