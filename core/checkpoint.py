@@ -102,7 +102,17 @@ def to_bytes(spec: Spec | Graph, variables: dict[str, Any],
     if reparam is not None:
         metadata["reparam"] = json.dumps(info)
     contiguous = {name: np.ascontiguousarray(a) for name, a in tensors.items()}
-    return bytes(safetensors.numpy.save(contiguous, metadata=metadata))
+    return _ordered_header(bytes(safetensors.numpy.save(contiguous, metadata=metadata)))
+
+
+def _ordered_header(data: bytes) -> bytes:
+    """``data`` (a safetensors file) with its JSON header's keys sorted, padded with spaces to 8 bytes as the format
+    asks: safetensors writes the metadata's keys in an order that changes from one process to the next, so the same
+    model gave different bytes. The tensors' offsets count from the end of the header and stay valid."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.dumps(json.loads(data[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + data[8 + n:]
 
 
 def _shared(path: str, params: dict[str, np.ndarray], indices: Any, reparam: Reparam,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -33,7 +36,7 @@ from core.reparam import (
     trainable,
     with_masks,
 )
-from core.spec import Spec
+from core.spec import INPUT, InputSpec, Node, Spec
 
 
 def small_spec() -> Spec:
@@ -281,3 +284,17 @@ def test_loaded_reparam_that_does_not_fit_the_spec_raises():
     unreadable = {**info, "sizes": {**info["sizes"], "fc/kernel": "seven"}}
     with pytest.raises(CheckpointError, match="reparam metadata"):
         from_bytes(rewrite(data, meta={"reparam": json.dumps(unreadable)}))
+
+
+def test_the_same_model_serialises_to_the_same_bytes_in_every_process(tmp_path: Path) -> None:
+    """safetensors orders its metadata's keys differently per process; the checkpoint's header is sorted."""
+    spec = Spec(InputSpec((4,), modality="tabular"), (Node("head", "dense", (INPUT,), {"units": 3}),), "head", 3)
+    path = tmp_path / "spec.json"
+    path.write_text(spec.to_json())
+    code = ("import hashlib, sys, jax; from core import checkpoint, model; from core.spec import Spec; "
+            "spec = Spec.from_json(open(sys.argv[1]).read()); v = model.build(spec).init(jax.random.key(0)); "
+            "data = checkpoint.to_bytes(spec, v); assert checkpoint.from_bytes(data).spec.to_json() == spec.to_json(); "
+            "print(hashlib.sha256(data).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parents[2]).stdout.strip() for _ in range(4)}
+    assert len(digests) == 1, digests
