@@ -28,10 +28,6 @@ class OutOfTime(Cancelled):
     reason = "time_limit"
 
 
-INTERRUPTED = (Cancelled.reason, OutOfTime.reason)
-"""The stop reasons of a synthesis its caller interrupted (it delivers the best model trained before)."""
-
-
 class Ending(enum.StrEnum):
     """How a synthesis ended, for its caller to act on (a worker maps it to a job state in one place:
     `workers.runner.job_state`):
@@ -50,7 +46,11 @@ class Ending(enum.StrEnum):
     def of(cls, stop_reason: str) -> Ending:
         """The ending of a synthesis that delivered a model and stopped for ``stop_reason`` (the search's reason,
         or the interruption's)."""
-        return {OutOfTime.reason: cls.DEADLINE, Cancelled.reason: cls.CANCELLED}.get(stop_reason, cls.COMPLETED)
+        return cls(stop_reason) if stop_reason in INTERRUPTED else cls.COMPLETED
+
+
+INTERRUPTED = (Ending.CANCELLED.value, Ending.DEADLINE.value)
+"""The stop reasons of a synthesis its caller interrupted (it delivers the best model trained before)."""
 
 
 class Reporter(Protocol):
