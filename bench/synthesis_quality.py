@@ -6,7 +6,9 @@ Systems (``bench/README.md`` says how each is configured):
   validation and test rows from it) under ``Budget(seconds=...)``; the delivered ONNX model is scored with
   ``domain.onnx_run.OnnxClassifier`` on the benchmark's held-out test part. Texts are encoded as a job encodes
   them (``workers.data.text_task``): the vocabulary is learned from the engine's training rows only.
-* ``hand_cnn`` (images): a small CNN written by hand in PyTorch (CPU), ``bench/peers/hand_cnn.py``.
+* ``hand_cnn`` (images): a small CNN written by hand in PyTorch (CPU), ``bench/peers/hand_cnn.py``, given the
+  whole budget; ``hand_cnn_half`` the same given half of it (the fair peer of a job that must also search,
+  compress and explain).
 * ``tfidf`` (text): TF-IDF word + character n-grams and logistic regression, ``bench/peers/tfidf.py``.
 * ``autokeras``: AutoKeras 3.0.0 in its own virtual environment (``--autokeras-python``), through
   ``bench/peers/autokeras_runner.py``; skipped, with a note, when that interpreter is missing.
@@ -47,14 +49,19 @@ BUDGETS = {"digits": 120.0, "sms": 300.0, "mr": 300.0, "cr": 300.0, "mpqa": 300.
            "cifar10_small": 1200.0}
 QUICK_BUDGETS = {"digits": 30.0, "sms": 40.0, "mr": 40.0, "cr": 40.0, "mpqa": 40.0, "mnist": 60.0,
                  "cifar10_small": 60.0}
-SYSTEMS = {"image": ("netsynth", "hand_cnn", "autokeras"), "text": ("netsynth", "tfidf", "autokeras")}
-ALL_SYSTEMS = ("netsynth", "hand_cnn", "tfidf", "autokeras")
+SYSTEMS = {"image": ("netsynth", "hand_cnn_half", "hand_cnn", "autokeras"), "text": ("netsynth", "tfidf", "autokeras")}
+ALL_SYSTEMS = ("netsynth", "hand_cnn_half", "hand_cnn", "tfidf", "autokeras")
+BUDGET_SHARE = {"hand_cnn_half": 0.5}
+"""Systems given a share of the dataset's budget (the others get all of it)."""
+IMAGE_SETS = "cifar10_small,mnist,digits"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="digits,sms,mnist", help=f"comma-separated subset of {','.join(BUDGETS)}")
+    p.add_argument("--images", action="store_true", help=f"the image sets ({IMAGE_SETS}) and their systems")
+    p.add_argument("--budget", type=float, help="one budget in seconds for every dataset (instead of --scale)")
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA, help="the shared data folder")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated subset of the default")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every budget")
@@ -127,7 +134,10 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
             "wall_s": wall_s,
             "details": {"trials": len(result.log), "stop_reason": result.stop_reason, "split": result.split,
                         "synthesize_s": round(result.seconds, 1), "spec": result.model.spec.get("name"),
-                        **{k: metrics.get(k) for k in ("val_accuracy", "test_accuracy", "macs", "latency_ms")}}}
+                        **{k: metrics.get(k) for k in ("val_accuracy", "refit", "test_accuracy", "macs", "latency_ms",
+                                                       "time_spent")},
+                        "search": [{k: t.get(k) for k in ("id", "status", "epochs", "seconds", "accuracy")}
+                                   for t in result.log]}}
 
 
 def run_autokeras(split: datasets.Split, budget_s: float, seed: int, python: Path, log: Path) -> dict[str, Any]:
@@ -155,7 +165,7 @@ def run_one(dataset: str, system: str, budget_s: float, args: argparse.Namespace
     split = datasets.load(dataset, args.seed, quick=args.quick, data_dir=args.data)
     if system == "netsynth":
         result = run_netsynth(split, budget_s, args.seed)
-    elif system == "hand_cnn":
+    elif system in ("hand_cnn", "hand_cnn_half"):
         from peers import hand_cnn
 
         result = hand_cnn.train_and_score(split.x_train, split.y_train, split.x_test, split.y_test, budget_s,
@@ -213,15 +223,18 @@ def environment() -> dict[str, Any]:
     dirty = subprocess.run([*git, "status", "--porcelain", "core", "synthesis"], capture_output=True, text=True).stdout
     return {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "cores": cores,
             "python": platform.python_version(), "machine": platform.machine(), "load_avg": os.getloadavg()[0],
+            "load_average_before": list(os.getloadavg()),
             "commit": commit + ("+local changes to core/synthesis" if dirty.strip() else "")}
 
 
 def merge(path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows in `path` that `rows` do not replace (same dataset, system and split seed), then `rows`."""
     old = json.loads(path.read_text()) if path.exists() else []
-    fresh = {(r["dataset"], r["system"], r.get("seed", 0)) for r in rows}
-    return [r for r in old if isinstance(r, dict)
-            and (r.get("dataset"), r.get("system"), r.get("seed", 0)) not in fresh] + rows
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r.get("dataset"), r.get("system"), r.get("seed", 0), r.get("job_budget_s", r.get("budget_s"))
+
+    fresh = {key(r) for r in rows}
+    return [r for r in old if isinstance(r, dict) and key(r) not in fresh] + rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -250,16 +263,22 @@ def main(argv: list[str] | None = None) -> None:
         return
     budgets = QUICK_BUDGETS if args.quick else BUDGETS
     systems = args.systems.split(",")
+    if args.images:
+        args.datasets = IMAGE_SETS
+        systems = [s for s in systems if s in SYSTEMS["image"]]
     rows: list[dict[str, Any]] = []
     out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     for dataset in args.datasets.split(","):
         modality = "text" if dataset in datasets.TEXT_SETS else "image"
         for system in (s for s in SYSTEMS[modality] if s in systems):
-            budget_s = budgets[dataset] * args.scale
+            job_s = args.budget if args.budget else budgets[dataset] * args.scale
+            budget_s = job_s * BUDGET_SHARE.get(system, 1.0)
             print(f"{dataset} / {system}: budget {budget_s:.0f} s ...", flush=True)
             env = environment()
-            row = {"dataset": dataset, "budget_s": budget_s, "system": system, "seed": args.seed,
-                   **run_child(dataset, system, budget_s, args), "quick": args.quick, "environment": env}
+            result = run_child(dataset, system, budget_s, args)
+            env["load_average_after"] = list(os.getloadavg())
+            row = {"dataset": dataset, "budget_s": budget_s, "job_budget_s": job_s, "system": system,
+                   "seed": args.seed, **result, "quick": args.quick, "environment": env}
             rows.append(row)
             print(table([row]).splitlines()[1], flush=True)
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,9 @@ class TrainConfig:
     flips); ignored for other modalities. ``max_shift=None`` suits the image size (see
     :func:`shift_for`); flips happen only when asked, as they change the meaning of digits.
     ``time_limit_s``: wall-clock budget of the whole call, compilation included (``None`` = none).
+    ``until_deadline``: with ``time_limit_s``, the learning-rate schedule is planned in seconds: after every epoch
+    the run's length is re-planned from the measured step and validation times so that the schedule ends at the
+    time limit (``epochs`` is the first plan; at most twice it run).
     ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
     progress every that many steps (0 = once per epoch).
     ``optimizer``: ``"adamw"`` (decoupled weight decay) or ``"sgd"`` (Nesterov momentum ``momentum``, weight
@@ -42,6 +45,7 @@ class TrainConfig:
     progress_every: int = 0
     optimizer: str = "adamw"
     momentum: float = 0.9
+    until_deadline: bool = False
 
     def __post_init__(self) -> None:
         checks = {

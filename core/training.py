@@ -42,6 +42,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "TrainState",
+    "TrainStep",
     "evaluate",
     "make_optimizer",
     "make_train_step",
@@ -97,7 +98,7 @@ def make_train_step(
     reparam: rp.Reparam | None = None,
     mesh: jax.sharding.Mesh | None = None,
     total_steps: int | None = None,
-) -> StepFn:
+) -> TrainStep:
     """Return the jitted ``step(state, x, y, key) -> (state, {"loss", "accuracy"})``.
 
     With ``total_steps``, the step applies ``make_optimizer(config, total_steps)`` with the schedule's lengths as
@@ -139,16 +140,34 @@ def make_train_step(
     jitted = programs.jitted_step(step, mesh, None if total_steps is None else (model, config))
     if mesh is not None:
         reparam = parallel.replicate(reparam, mesh)
-    lengths = None if total_steps is None else jnp.asarray(schedule_steps(config.warmup_fraction, total_steps))
-    if mesh is not None and lengths is not None:
-        lengths = parallel.replicate(lengths, mesh)
+    lengths = None if total_steps is None else schedule_steps(config.warmup_fraction, total_steps)
+    return TrainStep(jitted, reparam, lengths, mesh)
 
-    def run(state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array
-            ) -> tuple[TrainState, dict[str, Any]]:
-        out: tuple[TrainState, dict[str, Any]] = jitted(state, x, y, key, reparam, lengths)
+
+class TrainStep:
+    """A jitted train step and the ``[warmup, total]`` lengths of its schedule (None: compiled in); :meth:`retime`
+    changes the run's length between steps without compiling again."""
+
+    def __init__(self, jitted: Any, reparam: rp.Reparam | None, lengths: np.ndarray | None,
+                 mesh: jax.sharding.Mesh | None) -> None:
+        self._jitted, self._reparam, self._mesh = jitted, reparam, mesh
+        self._lengths: Any = None
+        self.warmup = 0
+        if lengths is not None:
+            self.warmup = int(lengths[0])
+            self.retime(int(lengths[1]))
+
+    def retime(self, total_steps: int) -> None:
+        """End the schedule at ``total_steps`` (its warm-up as planned): the rate follows the new cosine from the
+        next step on."""
+        total = max(int(total_steps), 1)
+        lengths: Any = jnp.asarray(np.asarray([min(self.warmup, total - 1), total], np.int32))
+        self._lengths = lengths if self._mesh is None else parallel.replicate(lengths, self._mesh)
+
+    def __call__(self, state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array
+                 ) -> tuple[TrainState, dict[str, Any]]:
+        out: tuple[TrainState, dict[str, Any]] = self._jitted(state, x, y, key, self._reparam, self._lengths)
         return out
-
-    return run
 
 
 def init_state(
@@ -215,7 +234,9 @@ def train(
     def elapsed() -> float:
         return time.perf_counter() - start
 
-    for epoch in range(1, config.epochs + 1):
+    planned, epoch = config.epochs, 0
+    while epoch < planned:
+        epoch += 1
         metrics: list[dict[str, Any]] = []
         pending: dict[str, Any] | None = None
         last_done = time.perf_counter()
@@ -268,8 +289,11 @@ def train(
         if stop_reason == "deadline":
             break
         if config.patience is not None and since_best >= config.patience:
-            stop_reason = "early_stopping" if epoch < config.epochs else "completed"
+            stop_reason = "early_stopping" if epoch < planned else "completed"
             break
+        if config.until_deadline and math.isfinite(deadline) and step_s > 0:
+            planned = replanned(epoch, config.epochs, deadline - time.perf_counter(), step_s * per_epoch + eval_s)
+            step_fn.retime(planned * per_epoch)
 
     assert best is not None  # an epoch is always evaluated
     best_epoch, best_acc, _, (trainable, stats) = best
@@ -282,6 +306,19 @@ def train(
         best_metric=float(best_acc), stop_reason=stop_reason, elapsed_s=elapsed(), steps=steps,
         trainable=programs.unpadded(trainable, given) if given is not None else None, step_s=step_s,
     )
+
+
+UNTIL_DEADLINE_MARGIN = 0.97
+"""The share of the time left that a run trained until its deadline plans to fill with whole epochs (step times
+vary by a few per cent between epochs; a schedule cut short by the deadline ends at a high learning rate)."""
+
+
+def replanned(epoch: int, first_plan: int, seconds_left: float, epoch_s: float) -> int:
+    """The epochs a run trained until its deadline (``TrainConfig.until_deadline``) plans after ``epoch``: those done
+    and the whole epochs (training and validation, ``epoch_s`` each) that fit in ``UNTIL_DEADLINE_MARGIN`` of
+    ``seconds_left``, at most twice the caller's ``first_plan`` (a misjudged pace cannot run away)."""
+    more = int(UNTIL_DEADLINE_MARGIN * max(seconds_left, 0.0) / max(epoch_s, 1e-9))
+    return max(epoch, min(epoch + more, 2 * first_plan))
 
 
 def better(val: Mapping[str, float], best_accuracy: float, best_loss: float) -> bool:

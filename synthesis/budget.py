@@ -34,15 +34,24 @@ class Schedule:
             raise ValueError("schedule shares must be non-negative and sum to 1")
 
     @classmethod
-    def for_rows(cls, train_rows: int, search_rows: int) -> Schedule:
-        """The schedule for `train_rows` training rows of which search trials train on `search_rows`: the
-        default, or — when the search trains on a sample — a larger share for the final training, whose
-        epochs cost `train_rows / search_rows` times a search epoch."""
+    def for_task(cls, modality: str, train_rows: int, search_rows: int, timed: bool = True) -> Schedule:
+        """The schedule for a task of `modality` with `train_rows` training rows of which search trials train on
+        `search_rows`: `IMAGES` for images under a time budget (`timed`); else the default, or — when the search
+        trains on a sample — a larger share for the final training, whose epochs cost `train_rows / search_rows`
+        times a search epoch. An epoch budget keeps the default's search share: a fifth of a few epochs cannot
+        compare the seeds."""
+        if modality == "image" and timed:
+            return IMAGES
         return cls() if search_rows >= train_rows else LARGE_DATA
 
 
 LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.55, reports=0.05, explain=0.05)
-"""The schedule when the search trains on a sample of the training rows (`Schedule.for_rows`)."""
+"""The text schedule when the search trains on a sample of the training rows (`Schedule.for_task`)."""
+
+IMAGES = Schedule(search=0.2, fine=0.06, final=0.66, reports=0.04, explain=0.04)
+"""The image schedule under a time budget: most of it trains the network that ships. An image network's accuracy
+keeps growing with its training time long after a search can tell the seeds apart, and the final training continues
+the leader's search weights (`synthesis.final`), so the leader's search time trains it too."""
 
 
 @dataclass
@@ -118,3 +127,30 @@ class Budget:
     def fine_end(self) -> float:
         """The fraction at which fine synthesis (compressing the winner) must stop; reports get the rest."""
         return self.shares.search + self.shares.final + self.shares.fine
+
+
+STAGES = ("search", "final_training", "compression", "delivery", "explanation")
+"""A synthesis's stages in the order they run, as `StageClock` names them."""
+
+
+class StageClock:
+    """Where a budget's seconds went: each stage's seconds, measured as the stages end (`lap`)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget, self.laps, self._last = budget, dict[str, float](), budget.elapsed()
+
+    def lap(self, stage: str) -> None:
+        """Record that `stage` (one of `STAGES`) ended now."""
+        now = self.budget.elapsed()
+        self.laps[stage] = self.laps.get(stage, 0.0) + now - self._last
+        self._last = now
+
+    def spent(self, shipped_training_s: float) -> dict[str, float | None]:
+        """Each stage's seconds, their sum, the budget's seconds (None for an epoch budget), and the seconds and
+        share of the budget that trained the network that ships (`shipped_training_s`)."""
+        total = self.budget.seconds
+        out: dict[str, float | None] = {f"{stage}_s": round(self.laps.get(stage, 0.0), 1) for stage in STAGES}
+        out.update({"total_s": round(sum(self.laps.values()), 1), "budget_s": total,
+                    "shipped_network_training_s": round(shipped_training_s, 1),
+                    "shipped_network_training_share": None if not total else round(shipped_training_s / total, 3)})
+        return out

@@ -35,11 +35,12 @@ _SPACES = {"image": _Space(image.SEEDS, image.sample, image.mutate, image.shrink
 def seeds(info: SpaceInfo) -> list[Candidate]:
     """Return the known-good designs of ``info``'s modality, with the default training hyper-parameters (for text
     with an n-gram bag, the linear floor first: `synthesis.linear`)."""
-    hparams, designs = seed_hparams(info), _SPACES[info.modality].seeds
+    designs = _SPACES[info.modality].seeds
     if info.modality == "text" and info.bag_vocab:  # the linear floor first, where the input has its n-gram bag
         designs = {"linear": text.LINEAR, **designs}
-    return [Candidate(copy.deepcopy(arch), replace(hparams, label_smoothing=0.0) if text.is_fitted(arch) else hparams,
-                      f"seed:{name}") for name, arch in designs.items()]
+    return [Candidate(copy.deepcopy(arch), replace(seed_hparams(info, name), label_smoothing=0.0)
+                      if text.is_fitted(arch) else seed_hparams(info, name), f"seed:{name}")
+            for name, arch in designs.items()]
 
 
 def sample(rng: np.random.Generator, info: SpaceInfo) -> Candidate:

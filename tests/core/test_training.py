@@ -351,3 +351,20 @@ def test_default_shift_suits_the_modality_and_image_size() -> None:
     assert shift_for(default, "text", (64,)) == 0
     assert shift_for(TrainConfig(max_shift=0), "image", (28, 28, 1)) == 0
     assert shift_for(TrainConfig(max_shift=3), "image", (8, 8, 1)) == 3
+
+
+def test_a_run_until_its_deadline_replans_its_epochs_to_fill_the_time(data: Dataset) -> None:
+    """With ``until_deadline`` the schedule is planned in seconds: a first plan of 2 epochs with ample time left
+    grows (to its cap of twice the plan); without it the run ends at its plan."""
+    config = TrainConfig(epochs=2, batch_size=32, patience=None, time_limit_s=600.0, seed=0)
+    planned = train(build(tiny_spec()), data, config)
+    timed = train(build(tiny_spec()), data, replace(config, until_deadline=True))
+    assert len(planned.history) == 2 and planned.stop_reason == "completed"
+    assert len(timed.history) == 4 and timed.stop_reason == "completed"
+
+
+def test_the_replanned_epochs_fit_the_time_left_and_never_undo_an_epoch() -> None:
+    assert training.replanned(3, 10, seconds_left=0.0, epoch_s=1.0) == 3  # no time: stop after this epoch
+    assert training.replanned(1, 10, seconds_left=5.0, epoch_s=1.0) == 1 + int(training.UNTIL_DEADLINE_MARGIN * 5)
+    assert training.replanned(1, 10, seconds_left=1e6, epoch_s=1.0) == 20  # at most twice the first plan
+    assert training.replanned(2, 10, seconds_left=0.5, epoch_s=1.0) == 2  # less than an epoch left

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from api.routes.jobs import _budget
 from domain.rules import TIERS, tier_for
 from store.settings import Settings
-from synthesis.budget import Budget, Schedule
+from synthesis.budget import STAGES, Budget, Schedule, StageClock
 from synthesis.pace import Pace
 from synthesis.pareto import dominates, pareto_front
 from synthesis.split import stratified_sample, stratified_split
@@ -67,9 +67,25 @@ def test_the_stages_end_in_order_and_leave_delivery_and_the_reports_their_shares
 def test_an_unscheduled_budget_gets_the_default_until_the_engine_chooses() -> None:
     budget = Budget(epochs=10)
     assert budget.schedule is None and budget.search_end() == Schedule().search
-    assert Schedule.for_rows(5_000, 5_000) == Schedule()
-    large = Schedule.for_rows(60_000, 10_000)
+    assert Schedule.for_task("text", 5_000, 5_000) == Schedule()
+    large = Schedule.for_task("text", 60_000, 10_000)
     assert large.final > Schedule().final and large.search < Schedule().search  # full-data epochs cost more
+    images = Schedule.for_task("image", 5_000, 5_000)  # a time budget: most of it trains the network that ships
+    assert images == Schedule.for_task("image", 60_000, 10_000) and images.final > large.final
+    assert Schedule.for_task("image", 5_000, 5_000, timed=False) == Schedule()  # epochs: the seeds compared
+
+
+def test_the_stage_clock_says_where_every_second_went() -> None:
+    now = [100.0]
+    budget = Budget(seconds=50, clock=lambda: now[0])
+    clock = StageClock(budget)
+    for stage, seconds in zip(STAGES, (10.0, 30.0, 4.0, 1.0, 2.0), strict=True):
+        now[0] += seconds
+        clock.lap(stage)
+    spent = clock.spent(shipped_training_s=36.0)
+    assert [spent[f"{s}_s"] for s in STAGES] == [10.0, 30.0, 4.0, 1.0, 2.0] and spent["total_s"] == 47.0
+    assert spent["budget_s"] == 50 and spent["shipped_network_training_share"] == 0.72
+    assert StageClock(Budget(epochs=3)).spent(5.0)["shipped_network_training_share"] is None
 
 
 @given(st.lists(st.integers(0, 4), min_size=30, max_size=300), st.integers(1, 320), st.integers(0, 5))

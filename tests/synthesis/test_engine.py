@@ -17,8 +17,9 @@ from core.model import build
 from core.spec import Spec
 from domain.onnx_run import OnnxClassifier
 from synthesis import engine, select
-from synthesis.budget import LARGE_DATA, Budget
-from synthesis.engine import _validates_better, synthesize
+from synthesis.budget import IMAGES, LARGE_DATA, STAGES, Budget
+from synthesis.engine import synthesize
+from synthesis.final import validates_better
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.pareto import dominates
 from synthesis.search import Search
@@ -130,17 +131,41 @@ def test_time_budget_trials_start_within_the_search_share(digits_task: Task) -> 
     assert result.seconds > 0
 
 
-def test_large_data_is_searched_on_a_sample_and_trained_finally_on_all_rows(
+def test_an_image_time_budget_mostly_trains_the_network_that_ships_and_says_where_its_seconds_went(
+        digits_task: Task) -> None:
+    """Under a time budget an image job gets the image schedule; the final training continues the leader's search
+    weights on the training and validation rows, with its schedule planned in seconds, and the model's metrics
+    account for every stage's seconds and the share that trained the shipped network."""
+    events, budget = Events(), Budget(seconds=30)
+    result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
+    assert budget.schedule == IMAGES and IMAGES.final > 0.6
+    (final,) = events.of("final")
+    assert final["refit"] and final["from_search"] and final["train_rows"] == result.split["train"] + result.split["val"]
+    spent = result.model.metrics["time_spent"]
+    assert events.of("time_spent") == [spent]
+    stages = [spent[f"{stage}_s"] for stage in STAGES]
+    assert all(s >= 0 for s in stages) and spent["total_s"] == pytest.approx(sum(stages), abs=0.3)
+    winner = next(e for e in result.log if e["id"] == result.model.metrics["candidate"])
+    assert spent["shipped_network_training_s"] == pytest.approx(winner["seconds"] + final["seconds"], abs=0.2)
+    assert spent["shipped_network_training_share"] == pytest.approx(spent["shipped_network_training_s"] / 30, abs=5e-3)
+    assert result.model.metrics["refit"] is True
+    assert result.model.metrics["val_accuracy"] == winner["curve"][winner["curve"].index(max(winner["curve"]))]
+
+
+def test_large_data_is_searched_on_a_sample_and_trained_finally_on_every_labelled_row(
         digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image search on a sample; the final training continues the leader's search weights on all training and
+    validation rows (the refit), and the image schedule gives it most of the budget."""
     monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
     events, budget, searches = Events(), Budget(epochs=8), _record_searches(monkeypatch)
     result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
     train_rows, searched_rows = result.split["train"], [len(s.data.x_train) for s in searches]
     assert searched_rows == [events.of("split")[0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
-    assert [e["train_rows"] for e in events.of("final")] == [train_rows] and train_rows > 300
-    assert budget.schedule == LARGE_DATA  # the final training, on all rows, gets the larger share
-    assert result.model.metrics["test_accuracy"] > 0.3
-    _assert_final_start(events, searches[0], from_search=False)  # new rows: a fresh start
+    (final,) = events.of("final")
+    assert final["train_rows"] == train_rows + result.split["val"] and train_rows > 300 and final["refit"]
+    assert budget.schedule == LARGE_DATA  # an epoch budget: the final training, on all rows, gets the larger share
+    assert result.model.metrics["refit"] is True and result.model.metrics["test_accuracy"] > 0.3
+    _assert_final_start(events, searches[0], from_search=True)  # images continue from the search weights
 
 
 def test_on_all_rows_the_final_training_starts_from_the_winners_search_weights(
@@ -216,7 +241,7 @@ def test_text_task() -> None:
     x = rng.integers(2, 50, (300, 12)).astype(np.int32)
     x[:, 0] = np.where(y == 1, 60, 61)  # the first token gives the class away
     result = _run(Task("text", x, y, 2, vocab_size=64), epochs=24, compress=False)  # compression: tested above
-    assert result.model.metrics["test_accuracy"] >= 0.9
+    assert result.model.metrics["test_accuracy"] >= 0.9 and result.model.metrics["refit"] is False  # validated
     assert result.compressed is None and all(p.get("variant") != "compressed" for p in result.pareto)
 
 
@@ -234,8 +259,8 @@ def test_between_the_final_network_and_a_kept_trial_a_validation_tie_goes_to_the
     unsure = tree.unflatten(flat)
     data = Dataset(x, y, x, y)
     trial = Trial(0, candidate)
-    assert _validates_better((trial, sure), (trial, unsure), info, data)
-    assert not _validates_better((trial, unsure), (trial, sure), info, data)
+    assert validates_better((trial, sure), (trial, unsure), info, data)
+    assert not validates_better((trial, unsure), (trial, sure), info, data)
 
 
 def test_with_no_time_left_for_an_epoch_the_search_weights_ship_without_a_final_training(digits_task: Task) -> None:

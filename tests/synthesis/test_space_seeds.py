@@ -149,3 +149,14 @@ def test_per_channel_normalisation_reaches_the_spec() -> None:
     model = build(spec)
     logits, _ = model.apply(model.init(jax.random.key(0)), x)
     assert logits.shape == (2, 4) and bool(np.isfinite(np.asarray(logits)).all())
+
+
+def test_the_hand_written_cnn_seed_trains_with_its_own_recipe_and_the_other_seeds_with_adamw() -> None:
+    """The hand CNN's Nesterov SGD recipe (peak 0.2, batch 128, weight decay 5e-4, warm-up 15 %); the other image
+    seeds (LeNet has no batch norm) and the text seeds keep AdamW."""
+    info = image_info((32, 32, 3))
+    hand = seed(info, "hand-cnn").hparams
+    assert (hand.optimizer, hand.learning_rate, hand.batch_size, hand.weight_decay) == ("sgd", 0.2, 128, 5e-4)
+    assert hand.to_train_config(epochs=1, seed=0, time_limit_s=None, patience=None).warmup_fraction == 0.15
+    assert {c.hparams.optimizer for c in seeds(info) if c.origin != "seed:hand-cnn"} == {"adamw"}
+    assert {c.hparams.optimizer for c in seeds(text_info(16))} == {"adamw"}
