@@ -30,9 +30,10 @@ RECIPES = {"adamw": {"optimizer": "adamw", "learning_rate": 1e-3, "weight_decay"
 def run(dataset: str, recipe: str, seconds: float, data_dir: Path, flip: bool) -> dict[str, Any]:
     """Train the hand-written CNN seed with `recipe` for `seconds` on the engine's training rows of `dataset`'s
     training part; its validation accuracy and epochs."""
+    from peers import datasets
+
     from core.model import build
     from core.training import train
-    from peers import datasets
     from synthesis import space
     from synthesis.engine import space_info, split_task
     from synthesis.interface import Task

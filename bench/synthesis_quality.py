@@ -213,6 +213,20 @@ def run_child(dataset: str, system: str, budget_s: float, args: argparse.Namespa
     return row
 
 
+QUIET_LOAD = 1.0
+"""The 1-minute load average a system waits for before it starts (at most `QUIET_WAIT_S`): the load the previous
+system left decays, so no row is measured on the tail of another."""
+QUIET_WAIT_S = 120.0
+
+
+def wait_for_quiet() -> None:
+    """Wait until the 1-minute load average is below `QUIET_LOAD`, or `QUIET_WAIT_S` have passed."""
+    waited = 0.0
+    while os.getloadavg()[0] >= QUIET_LOAD and waited < QUIET_WAIT_S:
+        time.sleep(5.0)
+        waited += 5.0
+
+
 def environment() -> dict[str, Any]:
     """The machine and versions the rows were measured with."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -274,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             job_s = args.budget if args.budget else budgets[dataset] * args.scale
             budget_s = job_s * BUDGET_SHARE.get(system, 1.0)
             print(f"{dataset} / {system}: budget {budget_s:.0f} s ...", flush=True)
+            wait_for_quiet()
             env = environment()
             result = run_child(dataset, system, budget_s, args)
             env["load_average_after"] = list(os.getloadavg())

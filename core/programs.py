@@ -55,7 +55,7 @@ def program_config(config: TrainConfig) -> TrainConfig:
     """``config`` without the settings a train step's program does not depend on (run length, seed, deadline,
     patience, progress and evaluation batch): runs whose program configs are equal share one jitted step."""
     return replace(config, epochs=1, seed=0, time_limit_s=None, patience=None, progress_every=0, eval_batch_size=1,
-                   warmup_fraction=0.0, until_deadline=False)
+                   warmup_fraction=0.0, until_deadline=False, keep_last=False)
 
 
 def jitted_step(step: Callable[..., Any], mesh: jax.sharding.Mesh | None, key: tuple[Any, TrainConfig] | None) -> Any:

@@ -22,6 +22,8 @@ class TrainConfig:
     ``until_deadline``: with ``time_limit_s``, the learning-rate schedule is planned in seconds: after every epoch
     the run's length is re-planned from the measured step and validation times so that the schedule ends at the
     time limit (``epochs`` is the first plan; at most twice it run).
+    ``keep_last``: return the last epoch's weights, not the best validated one's (for a run whose validation rows
+    are among its training rows, where validation only checks that training went well).
     ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
     progress every that many steps (0 = once per epoch).
     ``optimizer``: ``"adamw"`` (decoupled weight decay) or ``"sgd"`` (Nesterov momentum ``momentum``, weight
@@ -46,6 +48,7 @@ class TrainConfig:
     optimizer: str = "adamw"
     momentum: float = 0.9
     until_deadline: bool = False
+    keep_last: bool = False
 
     def __post_init__(self) -> None:
         checks = {

@@ -279,7 +279,7 @@ def train(
                   **{f"train_{k}": v for k, v in _mean(metrics).items()},
                   **{f"val_{k}": v for k, v in val.items()}, "elapsed_s": elapsed()}
         history.append(record)
-        if best is None or better(val, best[1], best[2]):
+        if best is None or config.keep_last or better(val, best[1], best[2]):
             best = (epoch, val["accuracy"], val["loss"], jax.device_get((state.params, state.batch_stats)))
             since_best = 0
         else:

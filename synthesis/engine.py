@@ -112,8 +112,8 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
             trained = final.winner.candidate.id
             winner, variables, delivered = ensemble.finish(trials, search.floor, final.winner, final.variables, info,
                                                            data, reporter)
-            if winner is not final.winner or variables is not final.variables:  # the floor or another network
-                final = Final(winner, variables, winner.seconds)
+            if winner is not final.winner:  # the floor alone (fitted, not trained), or its ensemble with the network
+                final = Final.of_trial(winner, variables, 0.0 if space.is_fitted(winner.candidate) else final.trained_s)
         except Cancelled as stop:
             search.stop_reason = stop.reason
             final = best_so_far(search)
@@ -134,9 +134,10 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
     reporter.stage("delivering")
     probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
     model = deliver(spec, delivered, x[split.test], task.y[split.test], probe)
-    measured = winner.result.best_metric if winner.result is not None else winner.accuracy
-    model.metrics.update({"val_accuracy": measured, "refit": final.refit, "candidate": winner.candidate.id,
-                          "trials": len(trials), "search_stop": search.stop_reason})
+    searched_accuracy = winner.result.best_metric if winner.result is not None else winner.accuracy
+    model.metrics.update({"val_accuracy": final.val_accuracy, "search_val_accuracy": searched_accuracy,
+                          "refit": final.refit, "candidate": winner.candidate.id, "trials": len(trials),
+                          "search_stop": search.stop_reason})
     warning = select.chance_level_warning(validation(spec, variables, data)["accuracy"], data.y_val)
     if warning is not None:
         model.metrics["warning"] = warning
@@ -152,9 +153,9 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
         model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, shielded,
                                              snapshots if trained == winner.candidate.id else [])
     clock.lap("explanation")
-    model.metrics["time_spent"] = clock.spent(final.trained_s if delivered is variables else 0.0)
+    model.metrics["time_spent"] = clock.spent(final.trained_s)
     reporter.event("time_spent", model.metrics["time_spent"])
-    reporter.progress(1.0, {"val_accuracy": measured})
+    reporter.progress(1.0, {"val_accuracy": searched_accuracy if final.val_accuracy is None else final.val_accuracy})
     if shielded.interrupted is not None and search.stop_reason not in INTERRUPTED:
         search.stop_reason = model.metrics["search_stop"] = shielded.interrupted
     front = delivered_front(trials, winner, model, compressed)

@@ -46,12 +46,20 @@ def refit_rows(data: Dataset) -> Dataset:
 class Final:
     """The network that ships and what trained it: its trial, its weights, the seconds of training they hold (the
     search trial's when the final training continued from them or they ship as they are, plus the final
-    training's) and whether they trained on the validation rows too."""
+    training's), whether they trained on the validation rows too, and their accuracy on the validation rows while
+    those were held out (None after a refit: then only the test split measures them)."""
 
     winner: Trial
     variables: dict[str, Any]
     trained_s: float = 0.0
     refit: bool = False
+    val_accuracy: float | None = None
+
+    @classmethod
+    def of_trial(cls, trial: Trial, variables: dict[str, Any], trained_s: float | None = None) -> Final:
+        """`trial`'s network with `variables` as its search kept them (measured on held-out validation rows)."""
+        measured = trial.result.best_metric if trial.result is not None else None
+        return cls(trial, variables, trial.seconds if trained_s is None else trained_s, val_accuracy=measured)
 
 
 def ranked(search: Search) -> list[Trial]:
@@ -70,7 +78,7 @@ def best_so_far(search: Search) -> Final:
     if best is None or best.result is None or best.result.variables is None:
         stop = OutOfTime if search.stop_reason == OutOfTime.reason else Cancelled
         raise stop(f"{search.stop_reason} before any candidate finished training")
-    return Final(best, best.result.variables, best.seconds)
+    return Final.of_trial(best, best.result.variables)
 
 
 def flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> bool:
@@ -108,13 +116,13 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
                                                margin=FINAL_MARGIN)
         config = replace(winner.candidate.hparams.to_train_config(
             epochs=epochs, seed=search.config.seed + 10_000, patience=None, time_limit_s=time_limit), flip=flip,
-            until_deadline=refit and time_limit is not None)
+            until_deadline=refit and time_limit is not None, keep_last=refit)
         searched = winner.result.variables if winner.result is not None else None
         if winner.result is not None and searched is not None and budget.too_short_for(winner.result.first_epoch_s):
             reporter.event("final", {"candidate": winner.candidate.id, "status": "skipped", "from_search": True,
                                      "reason": f"{budget.left(1.0):.1f} s left; its first epoch took "
                                                f"{winner.result.first_epoch_s:.1f} s"})
-            return Final(winner, searched, winner.seconds)  # a final training could only overrun the budget
+            return Final.of_trial(winner, searched)  # a final training could only overrun the budget
         # weights trained on a sample start a text network's final training afresh (new rows); images continue
         start = searched if refit or len(search.data.x_train) == len(data.x_train) else None
         snaps = Snapshots(epochs)
@@ -130,9 +138,10 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
         before = winner.seconds if start is not None else 0.0
         if final.variables is not None and (searched is None or final.best_metric >= measured):
-            chosen = Final(winner, final.variables, before + final.seconds, refit)
+            chosen = Final(winner, final.variables, before + final.seconds, refit,
+                           None if refit else final.best_metric)
         elif searched is not None:
-            chosen = Final(winner, searched, winner.seconds)
+            chosen = Final.of_trial(winner, searched)
         else:
             continue
         kept = search.best_trained()  # a trial whose extrapolation ranked lower may still validate better
@@ -142,7 +151,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
             reporter.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
                                               "instead_of": winner.candidate.id,
                                               "their_val_accuracy": final.best_metric})
-            return Final(kept, kept.result.variables, kept.seconds)
+            return Final.of_trial(kept, kept.result.variables)
         if chosen.variables is final.variables:
             if not refit:  # a refit's validation accuracy is of rows it trained on
                 winner.predicted = max(winner.predicted, final.best_metric)
@@ -151,7 +160,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         return chosen
     floor = search.floor[0] if search.floor is not None else None
     if floor is not None and floor.result is not None and floor.result.variables is not None:
-        return Final(floor, floor.result.variables)  # no network trained: the linear floor alone
+        return Final.of_trial(floor, floor.result.variables, 0.0)  # no network trained: the linear floor alone
     raise RuntimeError("no candidate could be trained to completion")
 
 

@@ -368,3 +368,15 @@ def test_the_replanned_epochs_fit_the_time_left_and_never_undo_an_epoch() -> Non
     assert training.replanned(1, 10, seconds_left=5.0, epoch_s=1.0) == 1 + int(training.UNTIL_DEADLINE_MARGIN * 5)
     assert training.replanned(1, 10, seconds_left=1e6, epoch_s=1.0) == 20  # at most twice the first plan
     assert training.replanned(2, 10, seconds_left=0.5, epoch_s=1.0) == 2  # less than an epoch left
+
+
+def test_a_run_that_keeps_its_last_weights_returns_the_last_epoch(early, data: Dataset) -> None:
+    """``keep_last`` (the validation rows are among the training rows): the last epoch's weights come back, where
+    the same run keeping its best validated epoch stops and returns an earlier one."""
+    (model, best_run), _ = early
+    assert best_run.best_epoch < len(best_run.history)
+    config = TrainConfig(epochs=12, batch_size=32, learning_rate=0.02, patience=2, seed=0, keep_last=True)
+    last = train(model, data, config)
+    assert last.best_epoch == len(last.history) == 12
+    assert last.best_metric == last.history[-1]["val_accuracy"]
+    assert evaluate(model, last.variables, data.x_val, data.y_val)["accuracy"] == last.best_metric

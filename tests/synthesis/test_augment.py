@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.train_config import TrainConfig
-from synthesis import engine, trial
+from synthesis import final, trial
 from synthesis.augment import FLIP_RETAINED, FlipTest
 from synthesis.budget import Budget
 from synthesis.engine import synthesize
@@ -40,7 +40,7 @@ def _flip_configs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         seen.append(config.flip)
         return real(spec, config, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "run_trial", recording)
+    monkeypatch.setattr(final, "run_trial", recording)
     return seen
 
 

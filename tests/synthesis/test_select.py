@@ -13,8 +13,9 @@ from core.evaluation import evaluate
 from core.model import build
 from synthesis import select
 from synthesis.budget import Budget
-from synthesis.engine import _ranked, space_info
+from synthesis.engine import space_info
 from synthesis.executor import TrialReport
+from synthesis.final import ranked
 from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
@@ -127,11 +128,11 @@ def test_the_search_keeps_and_ranks_the_weights_that_validate_best_within_the_no
     stopped = _trial(2, candidate, 0.9, 0.05, status="stopped")  # its accuracy an extrapolation: its loss not counted
     search.trials += [top, surer, stopped]
     assert search.best_trained() is surer
-    assert _ranked(search) == [surer, top, stopped]
+    assert ranked(search) == [surer, top, stopped]
     ahead = _trial(3, candidate, 0.9 + 8 / rows, 0.50)  # beyond the noise (6.3 rows here): accuracy decides
     search.trials.append(ahead)
     assert search.best_trained() is ahead
-    assert _ranked(search)[0] is ahead
+    assert ranked(search)[0] is ahead
 
 
 def test_the_search_keeps_the_weights_of_its_likely_winner_and_of_its_best_validated(
@@ -149,5 +150,5 @@ def test_the_search_keeps_the_weights_of_its_likely_winner_and_of_its_best_valid
     for trial in (halfway, surer, third):
         search.trials.append(trial)
         search._forget_weights_of_all_but_the_best()
-    assert _ranked(search)[0] is halfway and search.best_trained() is surer
+    assert ranked(search)[0] is halfway and search.best_trained() is surer
     assert [t.result.variables is not None for t in search.trials if t.result] == [True, True, False]

@@ -58,7 +58,7 @@ def test_two_workers_train_candidates_in_parallel(pg_redis_settings: Settings, d
     worker_factory.extend(WorkerProcess(settings, folder / f"worker{i}.log") for i in range(2))
     for worker in worker_factory:
         worker.wait_ready()
-    job, candidates = _run_job(settings, digits, budget=60)
+    job, candidates = _run_job(settings, digits, budget=150)  # an image search has a fifth of it: 30 s
     assert job["state"] == "succeeded", (job, [w.log()[-3000:] for w in worker_factory])
     indices = [int(c["cost"]["index"]) for c in candidates]  # type: ignore[index]
     assert indices == list(range(len(indices)))  # the search log is complete: every candidate stored once
