@@ -58,7 +58,7 @@ export, its check, latency) takes seconds, where the text schedule's 5 % of a 20
 @dataclass
 class Budget:
     """Seconds (a wall-clock deadline) or epochs (reproducible); `clock` is injectable for tests. Without a
-    `schedule`, the engine chooses one for the data (`Schedule.for_rows`); until then the default applies."""
+    `schedule`, the engine chooses one for the task (`Schedule.for_task`); until then the default applies."""
 
     seconds: float | None = None
     epochs: int | None = None
