@@ -88,9 +88,6 @@ def make_optimizer(config: TrainConfig, total_steps: int, steps: jax.Array | Non
     return optax.chain(optax.clip_by_global_norm(config.clip_norm), base)
 
 
-StepFn = Callable[[TrainState, jax.Array, jax.Array, jax.Array], tuple[TrainState, dict[str, Any]]]
-
-
 def make_train_step(
     model: Model,
     optimizer: optax.GradientTransformation,
