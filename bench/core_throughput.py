@@ -3,7 +3,7 @@
 The reference CNN (28x28x1 input, 'valid' padding unless ``--padding same``): 3x3 conv 32 - ReLU -
 2x2 max-pool - 3x3 conv 64 - ReLU - 2x2 max-pool - dense 128 - ReLU - dense 10; batch 128. The
 netsynth side is ``core.model.build`` of that spec and the jitted step of
-``core.training.make_train_step`` (AdamW, cross-entropy); PyTorch gets the same network, AdamW
+``core.step.make_train_step`` (AdamW, cross-entropy); PyTorch gets the same network, AdamW
 (weight decay on kernels only, as ours) and cross-entropy, in its faster memory layout.
 
 Both run in one process, in alternating short bursts with a pause between them, so that load
@@ -138,7 +138,7 @@ def netsynth_side(doc: dict[str, Any], batch: int, data: list[tuple[Any, Any]]
     from core.model import build
     from core.spec import Spec
     from core.train_config import TrainConfig
-    from core.training import init_state, make_optimizer, make_train_step
+    from core.step import init_state, make_optimizer, make_train_step
 
     model = build(Spec.from_dict(doc))
     config = TrainConfig(batch_size=batch, learning_rate=1e-3, weight_decay=1e-4,

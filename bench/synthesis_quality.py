@@ -21,8 +21,9 @@ Every (dataset, system) pair runs in a fresh child process, one after another, w
 Datasets and splits: ``bench/peers/datasets.py``. Default budgets: digits 120 s, SMS Spam 300 s, MNIST
 1,200 s (``--scale`` multiplies them). Rows are merged into ``--out`` (replacing the same dataset and system).
 
-Usage: ``python bench/synthesis_quality.py [--datasets digits,sms,mnist] [--systems netsynth,hand_cnn,tfidf,
-autokeras] [--scale 1] [--seed 0] [--autokeras-python /tmp/ak-venv/bin/python] [--quick] [--out FILE]``.
+Usage: ``python bench/synthesis_quality.py [--images | --text] [--datasets digits,sms,mnist] [--systems netsynth,
+hand_cnn,tfidf,autokeras] [--budget S | --scale 1] [--seed 0] [--autokeras-python /tmp/ak-venv/bin/python] [--quick]
+[--out FILE]``.
 """
 
 from __future__ import annotations
@@ -59,13 +60,18 @@ ALL_SYSTEMS = ("netsynth", "hand_cnn_half", "hand_cnn", "tfidf", "autokeras")
 BUDGET_SHARE = {"hand_cnn_half": 0.5}
 """Systems given a share of the dataset's budget (the others get all of it)."""
 IMAGE_SETS = "cifar10_small,mnist,digits"
+TEXT_SETS = "sms,mr,cr,mpqa"
+DEFAULT_SETS = "digits,sms,mnist"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="digits,sms,mnist", help=f"comma-separated subset of {','.join(BUDGETS)}")
-    p.add_argument("--images", action="store_true", help=f"the image sets ({IMAGE_SETS}) and their systems")
+    p.add_argument("--datasets", help=f"comma-separated subset of {','.join(BUDGETS)} (default {DEFAULT_SETS})")
+    p.add_argument("--images", action="store_true", help=f"the image systems, on the image sets ({IMAGE_SETS}) "
+                   "unless --datasets names some")
+    p.add_argument("--text", action="store_true", help=f"the text systems, on the text sets ({TEXT_SETS}) unless "
+                   "--datasets names some")
     p.add_argument("--budget", type=float, help="one budget in seconds for every dataset (instead of --scale)")
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA, help="the shared data folder")
     p.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="comma-separated subset of the default")
@@ -286,9 +292,11 @@ def main(argv: list[str] | None = None) -> None:
         return
     budgets = QUICK_BUDGETS if args.quick else BUDGETS
     systems = args.systems.split(",")
-    if args.images:
-        args.datasets = IMAGE_SETS
-        systems = [s for s in systems if s in SYSTEMS["image"]]
+    if args.images or args.text:
+        modality = "image" if args.images else "text"
+        args.datasets = args.datasets or (IMAGE_SETS if args.images else TEXT_SETS)
+        systems = [s for s in systems if s in SYSTEMS[modality]]
+    args.datasets = args.datasets or DEFAULT_SETS
     rows: list[dict[str, Any]] = []
     out = args.out or (QUICK_OUT if args.quick else DEFAULT_OUT)
     for dataset in args.datasets.split(","):

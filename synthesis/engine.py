@@ -111,7 +111,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
             final = train_final(search, info, data, budget, reporter, flip, snapshots)
             trained = final.winner.candidate.id
             winner, variables, delivered = ensemble.finish(trials, search.floor, final.winner, final.variables, info,
-                                                           data, reporter)
+                                                           data, reporter, options.seed)
             if winner is not final.winner:  # the floor alone (fitted, not trained), or its ensemble with the network
                 final = Final.of_trial(winner, variables, 0.0 if space.is_fitted(winner.candidate) else final.trained_s)
         except Cancelled as stop:

@@ -8,41 +8,54 @@ from typing import Any
 import numpy as np
 
 from core.data import Dataset
-from core.evaluation import evaluate
-from core.model import build
-from core.spec import Spec
-from synthesis.linear import Bag, LinearFit, fit, refit
+from synthesis.linear import Bag, LinearFit, fit, refit, scores
 from synthesis.select import excess_loss
 from synthesis.space import SpaceInfo
 from synthesis.trial import TrialResult
 
 
-def fit_trial(spec: Spec, info: SpaceInfo, data: Dataset, label_smoothing: float,
-              time_limit_s: float | None) -> tuple[TrialResult, LinearFit | None]:
-    """Fit the floor on `data`'s training rows (C chosen on its validation rows) and measure it as a trial: a
-    one-point curve of its validation accuracy, its excess loss at `label_smoothing` (as every candidate's, so
-    they compare: `synthesis.select`), its weights. A failure is a failed trial, never a failed job."""
+def fit_trial(info: SpaceInfo, data: Dataset, label_smoothing: float, time_limit_s: float | None,
+              seed: int = 0) -> tuple[TrialResult, LinearFit | None]:
+    """Fit the floor on `data`'s training and validation rows (form and C chosen by cross-validation on them) and
+    measure it as a trial: a one-point curve of its out-of-fold accuracy, its out-of-fold excess loss at
+    `label_smoothing` (as every candidate's, so they compare: `synthesis.select`), its weights. A failure is a
+    failed trial, never a failed job."""
     start = time.monotonic()
     deadline = None if time_limit_s is None else start + time_limit_s
+    x, y = labelled(data)
     try:
-        floor = fit(data.x_train, data.y_train, data.x_val, data.y_val, info.num_classes, bag_of(info), deadline)
-        variables = floor.variables()
-        measured = evaluate(build(spec), variables, data.x_val, data.y_val)
+        floor = fit(x, y, info.num_classes, bag_of(info), seed, deadline)
     except (ValueError, MemoryError) as exc:
         return TrialResult(status="failed", reason=f"linear floor: {exc}"[:500],
                            seconds=time.monotonic() - start), None
     seconds = time.monotonic() - start
-    accuracy = float(measured["accuracy"]) if len(data.y_val) else 0.0
-    loss = excess_loss(measured, label_smoothing, info.num_classes) if len(data.y_val) else None
-    return TrialResult(curve=[accuracy], status="completed", reason=f"C={floor.c:g}", seconds=seconds, epochs=0,
-                       variables=variables, best_metric=accuracy, best_loss=loss, first_epoch_s=seconds), floor
+    accuracy, cross_entropy = scores(floor.held_out, y)
+    measured = {"loss": cross_entropy, "uniform_loss": float(-np.mean(floor.held_out))}
+    loss = excess_loss(measured, label_smoothing, info.num_classes)
+    folds = ", ".join(f"{k}: {a:.4f}" for k, (a, _) in floor.tried.items())
+    return TrialResult(curve=[accuracy], status="completed",
+                       reason=f"{floor.form} C={floor.c:g} (out-of-fold accuracy {folds})"[:500], seconds=seconds,
+                       epochs=0, variables=floor.variables(), best_metric=accuracy, best_loss=loss,
+                       first_epoch_s=seconds), floor
+
+
+def val_log_proba(floor: LinearFit, data: Dataset) -> np.ndarray:
+    """The floor's out-of-fold log-probabilities on `data`'s validation rows (the last rows it was fitted on)."""
+    return floor.held_out[len(floor.held_out) - len(data.y_val):]
 
 
 def refit_variables(floor: LinearFit, info: SpaceInfo, data: Dataset) -> dict[str, Any]:
-    """The floor's weights refitted with its C on the training and validation rows together."""
-    x = np.concatenate([data.x_train, data.x_val])
-    y = np.concatenate([data.y_train, data.y_val])
+    """The floor's weights with its form and C fitted on all of `data`'s training and validation rows (more of
+    them than it was chosen on when the search trained on a sample)."""
+    x, y = labelled(data)
+    if len(y) == len(floor.held_out):
+        return floor.variables()
     return refit(floor, x, y, info.num_classes).variables()
+
+
+def labelled(data: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The training and validation rows together (the job's own test rows are not in `data`)."""
+    return np.concatenate([data.x_train, data.x_val]), np.concatenate([data.y_train, data.y_val])
 
 
 def bag_of(info: SpaceInfo) -> Bag:

@@ -1,25 +1,24 @@
-"""The linear text floor: logistic regression over the bag of hashed n-gram features, fitted to convergence.
+"""The linear text floor: logistic regression over the bag of n-gram features, its form and C chosen by k-fold CV.
 
 A text row's bag holds the distinct hashed ids of its word 1-2-grams and character 2-5-grams
 (`domain.ingest.text.ngram_features`), the features of the classical TF-IDF + linear text classifier, in two blocks
 of ids (words, then characters) where the encoder keeps them apart. Each feature is weighted by its smoothed
-inverse document frequency on the training rows (scikit-learn's ``smooth_idf``), each block of a row divided by the
-square root of its feature count (the core ``embedding_bag``'s ``"sqrt"`` norm), and multinomial logistic
-regression (scikit-learn, L-BFGS) is fitted with its inverse regularisation C chosen from :data:`C_GRID` by
-validation log-loss. Normalising the blocks apart, as a TF-IDF classifier over a union of a word and a character
-vectoriser does, weighs a sentence's few word features as much as its many character n-grams together: with one
-norm over both, the word features' share of the row shrinks about threefold on sentences, and the test error of
-the floor rose by about a point on MR and CR at split seeds 0 / 1 / 2 (bench/README.md). The fitted model is the
-core network of the genome ``{"kind": "text", "encoder": "linear"}`` (`synthesis.space.text`): one
-``embedding_bag`` per block, of one column per class holding ``idf * coefficient``, summed, then a dense identity
-layer holding the intercepts, so it exports to ONNX, predicts, compresses and ensembles as every other candidate
-does.
+inverse document frequency (scikit-learn's ``smooth_idf``) and each block of a row divided by the square root of
+its feature count (the core ``embedding_bag``'s ``"sqrt"`` norm): a union of a word and a character TF-IDF
+vectoriser, each block normalised on its own. Two forms are tried (:data:`FORMS`): multinomial logistic
+regression on those features, and, for two classes, the same with each feature scaled by its naive-Bayes
+log-count ratio (NB-LR: Wang and Manning, "Baselines and Bigrams", ACL 2012). The form and the inverse
+regularisation C (:data:`C_GRID`) are chosen by stratified k-fold cross-validation on every row given (training and
+validation rows): a tenth of the rows chooses C too noisily. The chosen model is then fitted on all of them, and
+its out-of-fold log-probabilities are kept, so what is stacked or compared with it later is scored on rows the
+model that scored them had not seen.
 
-The search trains it first, in seconds and to convergence, so no neural candidate ships that validates worse
-than the linear baseline a user would otherwise fit (Wang and Manning, "Baselines and Bigrams", ACL 2012;
-Joulin et al., "Bag of Tricks for Efficient Text Classification", 2017, show such models within a point or two of
-neural text classifiers). scikit-learn does the fitting: its solvers converge on sparse data with millions of
-non-zeros in seconds on a CPU, where a JAX training loop would take epochs to get as close.
+The fitted model is the core network of the genome ``{"kind": "text", "encoder": "linear"}``
+(`synthesis.space.text`): one ``embedding_bag`` per block, of one column per class holding
+``idf * ratio * coefficient``, summed, then a dense identity layer holding the intercepts, so it exports to ONNX,
+predicts, compresses and ensembles as every other candidate does. scikit-learn does the fitting: its solvers
+converge on sparse data with millions of non-zeros in seconds on a CPU, where a JAX training loop would take
+epochs to get as close.
 """
 
 from __future__ import annotations
@@ -33,10 +32,19 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from synthesis import select
 
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 """Inverse regularisation strengths tried, weakest regularisation last (warm-started along the path)."""
+FORMS = ("tfidf", "nb")
+"""``"tfidf"``: logistic regression on the TF-IDF features; ``"nb"`` (two classes only): on the features scaled by
+their naive-Bayes log-count ratio."""
+FOLDS = 5
 MAX_ITER = 500
+NB_ALPHA = 1.0
+"""The naive-Bayes ratio's additive smoothing (Wang and Manning's alpha)."""
 
 
 @dataclass(frozen=True)
@@ -56,20 +64,23 @@ class Bag:
 
 @dataclass(frozen=True)
 class LinearFit:
-    """A fitted linear floor: its bag, feature weights (idf), coefficients [classes, features], intercepts, C, and
-    the validation (accuracy, log-loss) of every C tried."""
+    """A fitted linear floor: its bag, form, per-feature weights (``idf * ratio``), coefficients [classes, features],
+    intercepts and C; the out-of-fold (accuracy, log-loss) of every form and C tried (``"nb C=3"``), and the
+    out-of-fold log-probabilities [rows, classes] of the chosen one on the rows it was fitted on."""
 
     bag: Bag
-    idf: np.ndarray
+    form: str
+    weight: np.ndarray
     coef: np.ndarray
     intercept: np.ndarray
     c: float
-    tried: dict[float, tuple[float, float]]
+    tried: dict[str, tuple[float, float]]
+    held_out: np.ndarray
 
     def variables(self) -> dict[str, Any]:
         """The weights of the linear genome's core network (`synthesis.space.text`)."""
         k = len(self.intercept)
-        table = (self.idf[:, None] * self.coef.T).astype(np.float32)
+        table = (self.weight[:, None] * self.coef.T).astype(np.float32)
         blocks = self.bag.blocks
         bags = {f"bag{i}" if len(blocks) > 1 else "bag": {"embedding": np.where(
             (np.arange(len(table)) >= lowest)[:, None], table, 0.0)[:end].astype(np.float32)}
@@ -77,16 +88,20 @@ class LinearFit:
         return {"params": {**bags, "logits": {"kernel": np.eye(k, dtype=np.float32),
                                               "bias": self.intercept.astype(np.float32)}}}
 
+    def log_proba(self, x: np.ndarray) -> np.ndarray:
+        """Its log-probabilities [rows, classes] on token rows `x`."""
+        return _log_proba(features(x, self.bag, self.weight), self.coef, self.intercept)
 
-def features(x: np.ndarray, bag: Bag, idf: np.ndarray | None = None) -> sp.csr_matrix:
+
+def features(x: np.ndarray, bag: Bag, weight: np.ndarray | None = None) -> sp.csr_matrix:
     """The sparse [rows, bag.vocab] matrix of the bag ids of token rows `x` (0 is padding): each present
-    feature's weight (`idf`, or 1) over the square root of the row's feature count in its block."""
+    feature's weight (`weight`, or 1) over the square root of the row's feature count in its block."""
     ids = x[:, bag.start:]
     rows, cols = np.nonzero(ids)
     ids = ids[rows, cols]
     keep = ids < bag.vocab
     rows, ids = rows[keep], ids[keep]
-    values = np.ones(len(ids)) if idf is None else idf[ids]
+    values = np.ones(len(ids)) if weight is None else weight[ids]
     for lowest, end in bag.blocks:
         inside = (ids >= lowest) & (ids < end)
         counts = np.bincount(rows[inside], minlength=len(x))
@@ -103,39 +118,92 @@ def inverse_document_frequency(x: np.ndarray, bag: Bag) -> np.ndarray:
     return idf
 
 
-def fit(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, num_classes: int,
-        bag: Bag, deadline: float | None = None) -> LinearFit:
-    """Fit the floor on the training rows for each C of :data:`C_GRID` (stopping at `deadline`, a
-    ``time.monotonic()`` value, once one C is fitted) and keep the C of the lowest validation log-loss."""
-    idf = inverse_document_frequency(x_train, bag)
-    train, val = features(x_train, bag, idf), features(x_val, bag, idf)
-    model = LogisticRegression(max_iter=MAX_ITER, warm_start=True)
-    tried: dict[float, tuple[float, float]] = {}
-    best: tuple[float, np.ndarray, np.ndarray] | None = None
+def nb_ratio(x: np.ndarray, y: np.ndarray, bag: Bag) -> np.ndarray:
+    """Each bag id's naive-Bayes log-count ratio between class 1 and class 0 over the rows `x`,
+    ``log((p / |p|_1) / (q / |q|_1))`` with ``p``, ``q`` the classes' document counts plus :data:`NB_ALPHA`."""
+    present = (features(x, bag) > 0).astype(np.float64)
+    p = NB_ALPHA + np.asarray(present[y == 1].sum(axis=0)).ravel()
+    q = NB_ALPHA + np.asarray(present[y == 0].sum(axis=0)).ravel()
+    return np.asarray(np.log(p / p.sum()) - np.log(q / q.sum()))
+
+
+def feature_weight(x: np.ndarray, y: np.ndarray, bag: Bag, form: str) -> np.ndarray:
+    """The per-feature weight of `form` learned from the rows `x`: idf, times the NB ratio for ``"nb"``."""
+    idf = inverse_document_frequency(x, bag)
+    return idf * nb_ratio(x, y, bag) if form == "nb" else idf
+
+
+def fit(x: np.ndarray, y: np.ndarray, num_classes: int, bag: Bag, seed: int = 0,
+        deadline: float | None = None) -> LinearFit:
+    """Choose the form and C of the lowest out-of-fold error (within its noise, log-loss: `synthesis.select`) by
+    k-fold cross-validation on the rows `x`, `y`, walking :data:`C_GRID` until `deadline` (a ``time.monotonic()``
+    value) once one C is scored, then fit that choice on all of them."""
+    forms = FORMS if num_classes == 2 and len(np.unique(y)) == 2 else FORMS[:1]
+    splits = folds(y, seed)
+    prepared = {(form, i): _prepared(x, y, train, test, bag, form) for form in forms for i, (train, test) in
+                enumerate(splits)}
+    models = {key: LogisticRegression(max_iter=MAX_ITER, warm_start=True) for key in prepared}
+    tried: dict[str, tuple[float, float]] = {}
+    held_out: dict[str, np.ndarray] = {}
     for c in C_GRID:
-        model.set_params(C=c)
-        _fit(model, train, y_train)
-        coef, intercept = _full(model, num_classes)
-        proba = _proba(val, coef, intercept)
-        loss = float(-np.mean(np.log(np.maximum(proba[np.arange(len(y_val)), y_val], 1e-12)))) if len(y_val) else 0.0
-        accuracy = float(np.mean(proba.argmax(axis=1) == y_val)) if len(y_val) else 0.0
-        tried[c] = (accuracy, loss)
-        if best is None or loss < tried[best[0]][1]:
-            best = (c, coef, intercept)
+        for form in forms:
+            log_p = np.zeros((len(y), num_classes))
+            for i, (_, test) in enumerate(splits):
+                train_x, train_y, test_x = prepared[form, i]
+                model = models[form, i]
+                model.set_params(C=c)
+                _fit(model, train_x, train_y)
+                log_p[test] = _log_proba(test_x, *_full(model, num_classes))
+            key = f"{form} C={c:g}"
+            held_out[key], tried[key] = log_p, scores(log_p, y)
         if deadline is not None and time.monotonic() > deadline:
             break
-    assert best is not None
-    return LinearFit(bag, idf, best[1], best[2], best[0], tried)
+    best = select.rank(list(tried), lambda k: tried[k], len(y))[0]
+    form, c = best.split(" C=")[0], float(best.split(" C=")[1])
+    chosen = refit_as(bag, form, c, x, y, num_classes)
+    return LinearFit(bag, form, chosen.weight, chosen.coef, chosen.intercept, c, tried, held_out[best])
 
 
 def refit(floor: LinearFit, x: np.ndarray, y: np.ndarray, num_classes: int) -> LinearFit:
-    """The floor refitted with its chosen C on all of `x` (training and validation rows together), its idf
-    recomputed on them: the validation rows chose C and then add a tenth more data to learn from."""
-    idf = inverse_document_frequency(x, floor.bag)
-    model = LogisticRegression(C=floor.c, max_iter=MAX_ITER)
-    _fit(model, features(x, floor.bag, idf), y)
+    """The floor refitted with its form and C on all of `x` (training and validation rows together), its feature
+    weights learned again from them."""
+    fitted = refit_as(floor.bag, floor.form, floor.c, x, y, num_classes)
+    return LinearFit(floor.bag, floor.form, fitted.weight, fitted.coef, fitted.intercept, floor.c, floor.tried,
+                     floor.held_out)
+
+
+def refit_as(bag: Bag, form: str, c: float, x: np.ndarray, y: np.ndarray, num_classes: int) -> LinearFit:
+    """`form` at `c` fitted on the rows `x`, `y` (nothing held out)."""
+    weight = feature_weight(x, y, bag, form)
+    model = LogisticRegression(C=c, max_iter=MAX_ITER)
+    _fit(model, features(x, bag, weight), y)
     coef, intercept = _full(model, num_classes)
-    return LinearFit(floor.bag, idf, coef, intercept, floor.c, floor.tried)
+    return LinearFit(bag, form, weight, coef, intercept, c, {}, np.zeros((0, num_classes)))
+
+
+def folds(y: np.ndarray, seed: int, k: int = FOLDS) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified `k`-fold splits (train, held-out) of rows labelled `y`: fewer folds where the rarest class has
+    fewer rows, plain k-fold where it has one, and the rows scored in-sample where there are fewer than two."""
+    rarest = min((int(c) for c in np.bincount(y) if c), default=0)
+    if len(y) < 2:
+        return [(np.arange(len(y)), np.arange(len(y)))]
+    splitter = (StratifiedKFold(min(k, rarest), shuffle=True, random_state=seed) if rarest >= 2
+                else KFold(min(k, len(y)), shuffle=True, random_state=seed))
+    return list(splitter.split(np.zeros(len(y)), y))
+
+
+def _prepared(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, bag: Bag, form: str
+              ) -> tuple[sp.csr_matrix, np.ndarray, sp.csr_matrix]:
+    """A fold's training features, labels and held-out features, its feature weights learned from its training
+    rows only."""
+    weight = feature_weight(x[train], y[train], bag, form)
+    return features(x[train], bag, weight), y[train], features(x[test], bag, weight)
+
+
+def scores(log_p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of log-probabilities, or of logits, on labels `y`."""
+    log_p = log_p - np.logaddexp.reduce(log_p, axis=1, keepdims=True)
+    return float(np.mean(log_p.argmax(axis=1) == y)), float(-np.mean(log_p[np.arange(len(y)), y]))
 
 
 def _fit(model: LogisticRegression, x: sp.csr_matrix, y: np.ndarray) -> None:
@@ -159,8 +227,6 @@ def _full(model: LogisticRegression, num_classes: int) -> tuple[np.ndarray, np.n
     return coef, intercept
 
 
-def _proba(x: sp.csr_matrix, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+def _log_proba(x: sp.csr_matrix, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     logits = np.asarray(x @ coef.T) + intercept
-    logits -= logits.max(axis=1, keepdims=True)
-    e = np.exp(logits)
-    return np.asarray(e / e.sum(axis=1, keepdims=True))
+    return np.asarray(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))

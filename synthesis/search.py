@@ -149,8 +149,8 @@ class Search:
             share = (self.budget.seconds or 0.0) * self.budget.search_end() * self.config.max_trial_share
             limit = None if self.budget.reproducible else max(min(share, self.budget.left(self.budget.search_end())), 1)
             with metered() as meter:
-                result, floor = fit_trial(space.to_spec(trial.candidate, self.info), self.info, self.data,
-                                          trial.candidate.hparams.label_smoothing, limit)
+                result, floor = fit_trial(self.info, self.data, trial.candidate.hparams.label_smoothing, limit,
+                                          self.config.seed)
             result.compile_seconds = meter.seconds
             self.floor = None if floor is None else (trial, floor)
             self._measured(trial, result)

@@ -13,7 +13,7 @@ from core.evaluation import predict_proba
 from core.model import build
 from core.onnx_export import to_onnx_bytes
 from domain.onnx_run import OnnxClassifier
-from synthesis import linear
+from synthesis import linear, select
 from synthesis.budget import Budget
 from synthesis.engine import synthesize
 from synthesis.interface import Options, Task
@@ -53,7 +53,7 @@ def halves(task: Task) -> Dataset:
 
 def fit(task: Task, deadline: float | None = None) -> linear.LinearFit:
     data = halves(task)
-    return linear.fit(data.x_train, data.y_train, data.x_val, data.y_val, task.num_classes, bag(task), deadline)
+    return linear.fit(data.x_train, data.y_train, task.num_classes, bag(task), 0, deadline)
 
 
 def bag(task: Task) -> linear.Bag:
@@ -70,7 +70,7 @@ def test_the_floor_network_computes_the_fitted_model_in_jax_and_onnx(classes: in
     floor = fit(task)
     data = halves(task)
     spec = to_spec(floor_candidate(task), info_of(task))
-    expected = linear._proba(linear.features(data.x_val, bag(task), floor.idf), floor.coef, floor.intercept)
+    expected = np.exp(floor.log_proba(data.x_val))
     assert len([n for n in spec.nodes if n.op == "embedding_bag"]) == blocks
     np.testing.assert_allclose(predict_proba(build(spec), floor.variables(), data.x_val), expected, atol=1e-5)
     onnx = OnnxClassifier(to_onnx_bytes(spec, floor.variables()))
@@ -84,16 +84,49 @@ def test_a_binary_floor_splits_its_one_decision_function_between_the_classes() -
     np.testing.assert_allclose(floor.intercept[0], -floor.intercept[1])
 
 
-def test_the_c_of_the_lowest_validation_loss_is_kept() -> None:
-    floor = fit(bag_task(noise=10))
-    assert list(floor.tried) == list(linear.C_GRID)
-    assert floor.c == min(floor.tried, key=lambda c: floor.tried[c][1])
+def test_the_form_and_c_of_the_best_out_of_fold_score_are_kept() -> None:
+    floor = fit(bag_task(classes=2, noise=10))
+    assert list(floor.tried) == [f"{form} C={c:g}" for c in linear.C_GRID for form in linear.FORMS]
+    best = select.rank(list(floor.tried), lambda k: floor.tried[k], len(floor.held_out))[0]
+    assert best == f"{floor.form} C={floor.c:g}"
     assert len({round(loss, 6) for _, loss in floor.tried.values()}) > 1  # C matters: the choice is real
 
 
+def test_a_multi_class_floor_tries_logistic_regression_on_tf_idf_only() -> None:
+    floor = fit(bag_task(classes=3))
+    assert {k.split(" ")[0] for k in floor.tried} == {"tfidf"} and floor.form == "tfidf"
+
+
 def test_a_deadline_that_has_passed_stops_the_path_after_one_c() -> None:
-    floor = fit(bag_task(), deadline=time.monotonic() - 1)
-    assert list(floor.tried) == [linear.C_GRID[0]] and floor.c == linear.C_GRID[0]
+    floor = fit(bag_task(classes=2), deadline=time.monotonic() - 1)
+    assert list(floor.tried) == [f"{form} C={linear.C_GRID[0]:g}" for form in linear.FORMS]
+    assert floor.c == linear.C_GRID[0]
+
+
+def test_held_out_log_probabilities_come_from_models_that_did_not_see_the_row() -> None:
+    """Labels at random and one feature unique to each row: fitted on all rows the floor memorises them, but each
+    row's held-out figure comes from a fold that never saw its feature, so it is at chance."""
+    rng = np.random.default_rng(3)
+    n = 300
+    y = rng.integers(0, 2, n)
+    x = np.zeros((n, 2), np.int32)
+    x[:, 1] = np.arange(n) + 1  # the bag: one id per row
+    floor = linear.fit(x, y, 2, linear.Bag(1, n + 1), 0)
+    memorised = np.mean(floor.log_proba(x).argmax(axis=1) == y)
+    held_out = np.mean(floor.held_out.argmax(axis=1) == y)
+    assert floor.held_out.shape == (n, 2)
+    assert memorised > 0.95 and held_out < 0.65
+
+
+def test_the_nb_ratio_is_positive_for_features_of_class_one_and_the_network_computes_the_nb_form() -> None:
+    task = bag_task(classes=2)
+    data = halves(task)
+    ratio = linear.nb_ratio(data.x_train, data.y_train, bag(task))
+    assert ratio[1 + 10 * 1] > 0 > ratio[1 + 10 * 0]  # the class features (ids 1 + 10 c) lean to their class
+    nb = linear.refit_as(bag(task), "nb", 1.0, data.x_train, data.y_train, 2)
+    spec = to_spec(floor_candidate(task), info_of(task))
+    np.testing.assert_allclose(predict_proba(build(spec), nb.variables(), data.x_val),
+                               np.exp(nb.log_proba(data.x_val)), atol=1e-5)
 
 
 def test_padding_and_ids_outside_the_bag_vocabulary_carry_no_weight() -> None:
@@ -118,7 +151,7 @@ def test_the_refit_learns_from_the_validation_rows_too() -> None:
     data = halves(task)
     x_val = data.x_val.copy()
     x_val[:, -1] = np.where(data.y_val == 1, 35, 0)  # a feature seen only in validation rows, all of class 1
-    floor = linear.fit(data.x_train, data.y_train, x_val, data.y_val, 2, bag(task))
+    floor = linear.fit(data.x_train, data.y_train, 2, bag(task))
     assert floor.coef[1, 35] == 0.0
     refitted = linear.refit(floor, np.concatenate([data.x_train, x_val]), np.concatenate([data.y_train, data.y_val]),
                             2)
@@ -138,7 +171,8 @@ def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_va
     events = Events()
     result = synthesize(task, Budget(epochs=12), Options(seed=0, latency=LATENCY, compress=False), events)
     first = result.log[0]
-    assert first["origin"] == "seed:linear" and first["status"] == "completed" and first["reason"].startswith("C=")
+    assert first["origin"] == "seed:linear" and first["status"] == "completed"
+    assert first["reason"].split(" C=")[0] in linear.FORMS
     assert all(not e["origin"].startswith("mutation:" + first["id"]) for e in result.log)  # the floor is not mutated
     choice = events.of("ensemble")
     delivered = result.model.metrics["candidate"]
@@ -162,7 +196,7 @@ def test_an_unpredictive_network_never_ships_over_the_floor() -> None:
     task = bag_task(n=600)
     info, data = info_of(task), halves(task)
     floor_trial = Trial(0, floor_candidate(task))
-    floor_trial.result, fitted = fit_trial(to_spec(floor_trial.candidate, info), info, data, 0.0, None)
+    floor_trial.result, fitted = fit_trial(info, data, 0.0, None)
     assert fitted is not None
     network = next(c for c in seeds(info) if c.origin == "seed:hashed-ngrams")
     weights = build(to_spec(network, info)).init(jax.random.key(0))  # untrained: about chance
@@ -200,7 +234,8 @@ def test_an_ensemble_network_sums_its_members_logits_scaled_by_their_weights_in_
 def test_models_are_compared_at_their_own_best_temperature() -> None:
     """A network made less sure of itself (as label smoothing makes it) keeps its accuracy and, once calibrated,
     its log-loss: the comparison with the unsmoothed floor is not decided by how sure each was trained to be."""
-    from synthesis.ensemble import TEMPERATURES, calibrated, scores
+    from synthesis.ensemble import TEMPERATURES, calibrated
+    from synthesis.linear import scores
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 500)
@@ -224,3 +259,17 @@ def test_final_training_goes_to_the_best_network_even_when_the_floor_ranks_first
     assert finals and all(p["candidate"] != floor_id for p in finals)
     kinds = {kind for kind, _ in events.log}
     assert "ensemble" in kinds or "final_fallback" in kinds  # compared with the floor either way
+
+
+def test_each_option_is_scored_on_validation_folds_that_did_not_fit_its_weight_and_temperature() -> None:
+    """On noise, the weight and temperature fitted on all rows flatter the ensemble; scored out of fold, the same
+    option loses what the fit had learned from the rows it is scored on."""
+    from synthesis.ensemble import WEIGHTS, calibrated, fit_weight, out_of_fold
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 120)
+    net, lin = rng.normal(size=(120, 2)), rng.normal(size=(120, 2))
+    weight, temperature = fit_weight(net, lin, y, WEIGHTS)
+    in_sample = calibrated(weight * lin + (1 - weight) * net, y)
+    assert in_sample[2] == temperature
+    assert out_of_fold(net, lin, y, WEIGHTS, 0)[1] > in_sample[1] + 0.005
