@@ -137,8 +137,8 @@ def netsynth_side(doc: dict[str, Any], batch: int, data: list[tuple[Any, Any]]
 
     from core.model import build
     from core.spec import Spec
-    from core.train_config import TrainConfig
     from core.step import init_state, make_optimizer, make_train_step
+    from core.train_config import TrainConfig
 
     model = build(Spec.from_dict(doc))
     config = TrainConfig(batch_size=batch, learning_rate=1e-3, weight_decay=1e-4,
