@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
-
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
@@ -23,6 +21,7 @@ from core.spec import Spec
 from synthesis import select, space
 from synthesis.augment import flip_test
 from synthesis.budget import Budget
+from synthesis.floor import labelled
 from synthesis.pace import FINAL_MARGIN
 from synthesis.progress import Cancelled, OutOfTime, Reporter
 from synthesis.reports import Snapshots
@@ -38,8 +37,7 @@ def refits(info: space.SpaceInfo) -> bool:
 def refit_rows(data: Dataset) -> Dataset:
     """The training and validation rows together as training rows; the validation rows are still evaluated after
     each epoch, as a check that training went well, no longer as a held-out score."""
-    return Dataset(np.concatenate([data.x_train, data.x_val]), np.concatenate([data.y_train, data.y_val]),
-                   data.x_val, data.y_val)
+    return Dataset(*labelled(data), data.x_val, data.y_val)
 
 
 @dataclass
