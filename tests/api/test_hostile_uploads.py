@@ -1,4 +1,4 @@
-"""The hostile-upload corpus (README.md, "Hostile uploads"): each file is refused with a 4xx problem+json and its
+"""The hostile-upload corpus (docs/api.md, "Hostile uploads"): each file is refused with a 4xx problem+json and its
 precise `reason`, and leaves no dataset row, no blob and no temporary file; bodies cut short or with a lying
 Content-Length, sent over raw sockets to uvicorn, keep nothing either; a formula-like label is accepted and echoed
 back verbatim; a full disk answers 507 and the service goes on."""
