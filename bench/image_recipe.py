@@ -64,6 +64,7 @@ def main() -> None:
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
     sys.path.insert(0, str(HERE))
     from peers import datasets
+    from record import write_rows
 
     rows, before = [], list(os.getloadavg())
     for dataset in args.datasets.split(","):
@@ -71,9 +72,7 @@ def main() -> None:
             row = run(dataset, recipe, args.seconds, args.data, flip=dataset in datasets.MIRRORABLE)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    out = {"rows": rows, "load_average_before": before, "load_average_after": list(os.getloadavg())}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_rows(args.out, rows, before)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ there too).
   space), each `1 + crc32(feature) % ngram_buckets` (features spelt `w word`, `b word word`, `c chars`),
   sorted, cut or right-padded with 0 (`domain.ingest.text.ngram_features`). Version 4 with `word_buckets` > 0
   hashes word features to `1 + crc32(feature) % word_buckets` and character features to
-  `1 + word_buckets + crc32(feature) % (ngram_buckets - word_buckets)`.
+  `1 + word_buckets + crc32(feature) % (ngram_buckets - word_buckets)`. Version 5 hashes nothing: a feature's
+  id is 1 + its index in `features` (the word features first, `word_buckets` of them), and a feature not in
+  `features` is left out.
 """
 
 VARIANT_README = {

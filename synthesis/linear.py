@@ -1,6 +1,6 @@
 """The linear text floor: logistic regression over the bag of n-gram features, its form and C chosen by k-fold CV.
 
-A text row's bag holds the distinct hashed ids of its word 1-2-grams and character 2-5-grams
+A text row's bag holds the distinct ids of its word 1-2-grams and character 2-5-grams
 (`domain.ingest.text.ngram_features`), the features of the classical TF-IDF + linear text classifier, in two blocks
 of ids (words, then characters) where the encoder keeps them apart. Each feature is weighted by its smoothed
 inverse document frequency (scikit-learn's ``smooth_idf``) and each block of a row divided by the square root of

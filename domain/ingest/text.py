@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import re
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -11,28 +9,28 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-_WORD = re.compile(r"\w+|[^\w\s]")  # words, and each symbol or punctuation mark (£, !, ?) as a token
+from domain.ingest.ngrams import (
+    MIN_COUNT,
+    feature_ids,
+    fit_features,
+    frequent,
+    is_word_feature,
+    ngram_features,
+    tokenize,
+)
+
+__all__ = ["PAD", "SUBWORD_BUCKETS", "UNKNOWN", "Layout", "TextEncoder", "ngram_features", "tokenize", "trigrams"]
+
 PAD, UNKNOWN = 0, 1
 _RESERVED = 2
-_JSON_VERSIONS = (1, 2, 3, 4)  # 1: words only; 2: + trigram buckets for unknown words; 3: + a bag; 4: in two blocks
+_JSON_VERSIONS = (1, 2, 3, 4, 5)
+"""1: words only; 2: + trigram buckets for unknown words; 3: + a hashed bag; 4: in two blocks; 5: a learned feature
+vocabulary in place of hashing."""
 _MIN_LENGTH, _MAX_LENGTH = 8, 256
 _MAX_BAG = 1024
 SUBWORD_BUCKETS = 2048
 """Hash buckets of character trigrams that stand in for words outside the vocabulary."""
-NGRAM_BUCKETS = (2**7, 2**17)
-"""The fewest and most hash buckets of each block of the bag of n-gram features (word 1-2-grams; character 2-5-grams
-within words): a power of two at least 4 times the training texts' distinct features of the block, so that few of
-them collide. Collisions cost a linear model most: on MR (over 65,000 distinct features in each block) the linear
-floor's test error at split seeds 0 / 1 was 22.88 / 21.85 % with at most 2^16 buckets a block, 22.13 / 21.47 % with
-2^17 and 21.85 / 21.05 % with 2^18. But every bag network's table grows with the buckets, and compression's time
-with it: at 2^18 a block, MR's ensemble had 36 M parameters and compressing it overran a 300 s job by 72 s."""
 _PIECES_PER_WORD = 4
-
-
-def tokenize(text: str) -> list[str]:
-    """The lower-cased tokens of a text: words (Unicode word characters) and single symbols, which carry
-    signal of their own (a '£' or '!' in a message)."""
-    return _WORD.findall(text.lower())
 
 
 def trigrams(word: str) -> list[str]:
@@ -50,17 +48,6 @@ class Layout(TypedDict):
     bag_words: int
 
 
-def ngram_features(text: str) -> set[str]:
-    """The n-gram features of a text, as TF-IDF text classifiers use them: its words, word bigrams and the
-    character 2- to 5-grams of each word padded with spaces (scikit-learn's ``char_wb`` analyser)."""
-    words = tokenize(text)
-    features = {f"w {w}" for w in words} | {f"b {a} {b}" for a, b in itertools.pairwise(words)}
-    for word in words:
-        padded = f" {word} "
-        features.update(f"c {padded[i:i + n]}" for n in range(2, 6) for i in range(len(padded) - n + 1))
-    return features
-
-
 class TextEncoder:
     """A word vocabulary learned from training texts, mapping texts to fixed-length int32 id sequences
     (0 = padding, 1 = unknown word).
@@ -69,21 +56,27 @@ class TextEncoder:
     so unseen and rare words still carry signal (Bojanowski et al., "Enriching Word Vectors with Subword
     Information", 2017); with `subword_buckets=0` it becomes the unknown id.
 
-    With `ngram_buckets`, each row goes on with a bag of `bag_length` positions: the text's distinct n-gram
-    features (:func:`ngram_features`) hashed into ids ``1..ngram_buckets`` (sorted, 0 = padding), the features
-    of a linear TF-IDF classifier, for a bag-of-n-grams network (fastText's hashed n-grams: Joulin et al., "Bag
-    of Tricks for Efficient Text Classification", 2017). Their ids are their own: the bag has its own table.
-    With `word_buckets` (version 4), word features hash into ids ``1..word_buckets`` and character features into
-    the ids above, so a model can weigh the two blocks apart, as a TF-IDF classifier that normalises each block
-    does (`synthesis.linear`); without, both share one range (version 3).
+    With `ngram_buckets`, each row goes on with a bag of `bag_length` positions: the ids ``1..ngram_buckets`` of
+    the text's distinct n-gram features (:func:`ngram_features`; sorted, 0 = padding), the features of a linear
+    TF-IDF classifier, for a bag-of-n-grams network (Joulin et al., "Bag of Tricks for Efficient Text
+    Classification", 2017). Their ids are their own: the bag has its own table. With `features` (version 5, what
+    `fit` learns) a feature's id is its place in that vocabulary and unknown features are dropped; without, features
+    are hashed. With `word_buckets` (versions 4, 5), word features take ids ``1..word_buckets`` and character
+    features the ids above, so a model can weigh the two blocks apart, as a TF-IDF classifier that normalises each
+    block does (`synthesis.linear`); without, both share one range.
     """
 
     def __init__(self, words: Sequence[str], max_length: int, subword_buckets: int = SUBWORD_BUCKETS,
-                 ngram_buckets: int = 0, bag_length: int = 0, word_buckets: int = 0) -> None:
+                 ngram_buckets: int = 0, bag_length: int = 0, word_buckets: int = 0,
+                 features: Sequence[str] | None = None) -> None:
         if (ngram_buckets > 0) != (bag_length > 0):
             raise ValueError("ngram_buckets and bag_length must both be positive, or both 0 (no bag)")
         if word_buckets and not 0 < word_buckets < ngram_buckets:
             raise ValueError("word_buckets must be 0 (one block) or between 0 and ngram_buckets")
+        if features is not None and len(features) != ngram_buckets:
+            raise ValueError("a feature vocabulary must have ngram_buckets features")
+        self._features = None if features is None else list(features)
+        self._feature_ids = {f: i + 1 for i, f in enumerate(self._features or ())}
         self._words = list(words)
         self._ids = {word: i + _RESERVED for i, word in enumerate(self._words)}
         self.max_length = max_length
@@ -110,22 +103,27 @@ class TextEncoder:
 
     def bag_ids(self, text: str) -> list[int]:
         """The sorted distinct bag ids of a text's n-gram features, untruncated (empty without a bag)."""
-        return self._hashed(ngram_features(text)) if self.ngram_buckets else []
+        return self._bag(ngram_features(text)) if self.ngram_buckets else []
 
-    def _hashed(self, features: set[str]) -> list[int]:
+    def _bag(self, features: set[str]) -> list[int]:
+        """The sorted distinct bag ids of `features`."""
+        if self._features is not None:
+            return feature_ids(self._feature_ids, features)
         if not self.word_buckets:
             return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.ngram_buckets for f in features})
         chars = self.ngram_buckets - self.word_buckets
-        return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.word_buckets if f[0] in "wb"
+        return sorted({1 + zlib.crc32(f.encode("utf-8")) % self.word_buckets if is_word_feature(f)
                        else 1 + self.word_buckets + zlib.crc32(f.encode("utf-8")) % chars for f in features})
 
     @classmethod
     def fit(cls, texts: Sequence[str], max_vocab: int = 20000, max_length: int | None = None,
-            subword_buckets: int = SUBWORD_BUCKETS, ngram_buckets: int | None = None) -> TextEncoder:
-        """Learn the `max_vocab - 2` most frequent words; `max_length` defaults to the 95th percentile of
-        the texts' id counts, clamped to [8, 256]. The bag's buckets default to each block's distinct n-gram
-        features' count (see NGRAM_BUCKETS; `ngram_buckets` given: one block of that many; 0: no bag); its length
-        is the 99th percentile of the texts' bag id counts, clamped to [8, 1024]."""
+            subword_buckets: int = SUBWORD_BUCKETS, ngram_buckets: int | None = None,
+            min_count: int = MIN_COUNT) -> TextEncoder:
+        """Learn the `max_vocab - 2` most frequent words that occur at least `min_count` times; `max_length`
+        defaults to the 95th percentile of the texts' id counts, clamped to [8, 256]. The bag's vocabulary is the
+        n-gram features at least `min_count` texts share (`domain.ingest.ngrams.fit_features`; `ngram_buckets`
+        given: that many hash buckets in one block; 0: no bag); its length is the 99th percentile of the texts'
+        bag id counts, clamped to [8, 1024]."""
         if max_vocab < _RESERVED:
             raise ValueError(f"max_vocab must be at least {_RESERVED} (padding and unknown)")
         if max_length is not None and max_length < 1:
@@ -133,21 +131,20 @@ class TextEncoder:
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update(tokenize(text))
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        words = [word for word, _ in ranked[: max_vocab - _RESERVED]]
+        words = frequent(counts, min_count, max_vocab - _RESERVED)
         features = [ngram_features(text) for text in texts] if ngram_buckets != 0 else []
-        word_buckets = 0
+        vocabulary, word_buckets = None, 0
         if ngram_buckets is None:
-            distinct: set[str] = set().union(*features)
-            word = sum(1 for f in distinct if f[0] in "wb")
-            word_buckets, chars = _buckets(word), _buckets(len(distinct) - word)
-            ngram_buckets = word_buckets + chars
+            vocabulary, word_buckets = fit_features(features, min_count)
+            ngram_buckets = len(vocabulary)
+            word_buckets = word_buckets if 0 < word_buckets < ngram_buckets else 0  # an empty block: one block
         bag = _MAX_BAG if ngram_buckets else 0
-        encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets, ngram_buckets, bag, word_buckets)
+        encoder = cls(words, max_length or _MAX_LENGTH, subword_buckets, ngram_buckets, bag, word_buckets,
+                      vocabulary if ngram_buckets else None)
         if max_length is None:
             encoder.max_length = _percentile([len(encoder.ids(text)) for text in texts], 95, _MAX_LENGTH)
         if ngram_buckets:
-            encoder.bag_length = _percentile([len(encoder._hashed(f)) for f in features], 99, _MAX_BAG)
+            encoder.bag_length = _percentile([len(encoder._bag(f)) for f in features], 99, _MAX_BAG)
         return encoder
 
     @property
@@ -197,16 +194,18 @@ class TextEncoder:
             padded = f" {token} "
             features += [(f"c {padded[j:j + n]}", {w}) for n in range(2, 6) for j in range(len(padded) - n + 1)]
             for feature, words in features:
-                owners.setdefault(self._hashed({feature})[0], set()).update(words)
+                for bag_id in self._bag({feature}):  # none for a feature outside the vocabulary
+                    owners.setdefault(bag_id, set()).update(words)
         for k, bag_id in enumerate(sorted(owners)[: self.bag_length]):
             out[self.max_length + k] = sorted(owners[bag_id])
         return out
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable form that from_json reads back."""
-        return {"version": 4, "max_length": self.max_length, "subword_buckets": self.subword_buckets,
-                "ngram_buckets": self.ngram_buckets, "bag_length": self.bag_length, "word_buckets": self.word_buckets,
-                "words": list(self._words)}
+        return {"version": 4 if self._features is None else 5, "max_length": self.max_length,
+                "subword_buckets": self.subword_buckets, "ngram_buckets": self.ngram_buckets,
+                "bag_length": self.bag_length, "word_buckets": self.word_buckets, "words": list(self._words),
+                **({} if self._features is None else {"features": list(self._features)})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TextEncoder:
@@ -230,14 +229,16 @@ class TextEncoder:
             raise ValueError("a text encoder's words must be a list of non-empty strings")
         if len(set(words)) != len(words):
             raise ValueError("a text encoder's words must be unique")
+        features = data.get("features") if data["version"] >= 5 else None
+        if data["version"] >= 5 and not (isinstance(features, list) and len(features) == sizes["ngram_buckets"]
+                                         and all(isinstance(f, str) and f for f in features)
+                                         and len(set(features)) == len(features)):
+            raise ValueError("a text encoder's features must be ngram_buckets distinct non-empty strings")
+        if features and sizes["word_buckets"] and not all(
+                is_word_feature(f) == (i < sizes["word_buckets"]) for i, f in enumerate(features)):
+            raise ValueError("a text encoder's features must list the word_buckets word features first")
         return cls(words, max_length, sizes["subword_buckets"], sizes["ngram_buckets"], sizes["bag_length"],
-                   sizes["word_buckets"])
-
-
-def _buckets(distinct: int) -> int:
-    """Hash buckets for a block of `distinct` features: a power of two at least 4 times as many, within
-    NGRAM_BUCKETS."""
-    return min(max(1 << (4 * distinct - 1).bit_length() if distinct else 1, NGRAM_BUCKETS[0]), NGRAM_BUCKETS[1])
+                   sizes["word_buckets"], features)
 
 
 def _percentile(counts: list[int], q: int, most: int) -> int:

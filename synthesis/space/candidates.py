@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from core.analysis import analyse
 from core.spec import Spec
 from synthesis.space import image, text
 from synthesis.space.hparams import mutate_hparams, sample_hparams, seed_hparams
@@ -38,14 +39,29 @@ def seeds(info: SpaceInfo) -> list[Candidate]:
     designs = _SPACES[info.modality].seeds
     if info.modality == "text" and info.bag_vocab:  # the linear floor first, where the input has its n-gram bag
         designs = {"linear": text.LINEAR, **designs}
-    return [Candidate(copy.deepcopy(arch), replace(seed_hparams(info, name), label_smoothing=0.0)
-                      if text.is_fitted(arch) else seed_hparams(info, name), f"seed:{name}")
+    rng = np.random.default_rng(0)  # a seed too big for the task shrinks the same way every time
+    return [Candidate(copy.deepcopy(arch), replace(seed_hparams(info, name), label_smoothing=0.0), f"seed:{name}")
+            if text.is_fitted(arch) else Candidate(_sized(rng, copy.deepcopy(arch), info), seed_hparams(info, name),
+                                                   f"seed:{name}")
             for name, arch in designs.items()]
+
+
+def _sized(rng: np.random.Generator, arch: Arch, info: SpaceInfo) -> Arch:
+    """A text genome shrunk step by step until its network fits `text.network_limit` (images: `arch` itself)."""
+    if info.modality != "text":
+        return arch
+    limit = text.network_limit(info)
+    while analyse(text.to_spec(arch, info, "sized")).params > limit:
+        smaller = text.shrink(rng, arch)
+        if smaller is None:
+            break
+        arch = smaller
+    return arch
 
 
 def sample(rng: np.random.Generator, info: SpaceInfo) -> Candidate:
     """Return a random valid candidate of ``info``'s modality."""
-    return Candidate(_SPACES[info.modality].sample(rng), sample_hparams(rng, info), "random")
+    return Candidate(_sized(rng, _SPACES[info.modality].sample(rng), info), sample_hparams(rng, info), "random")
 
 
 def mutate(rng: np.random.Generator, parent: Candidate, info: SpaceInfo) -> Candidate:
@@ -58,7 +74,7 @@ def mutate(rng: np.random.Generator, parent: Candidate, info: SpaceInfo) -> Cand
                 hparams = mutate_hparams(rng, hparams, info)
             else:
                 arch = space.mutate(rng, arch)
-        child = Candidate(arch, hparams, f"mutation:{parent.id}")
+        child = Candidate(_sized(rng, arch, info), hparams, f"mutation:{parent.id}")
         if child.id != parent.id:
             return child
 

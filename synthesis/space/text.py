@@ -50,6 +50,14 @@ ENCODER_GENES = {"bag": ("ngram", "filters"), "cnn": ("kernels", "filters"), "tr
 SIZES = {"embed": EMBEDS, "filters": FILTERS, "ngram": NGRAMS, "blocks": BLOCKS, "ff": FFS, "hidden": HIDDEN}
 """The genes whose grids run from small to large networks."""
 GRIDS = {**SIZES, "heads": HEADS}
+MODEL_PARAMS = 2_000_000
+"""The most parameters a dense text model holds: the network, and the linear floor beside it in an ensemble."""
+NETWORK_PARAMS = 250_000
+"""The parameters a text network may always hold, however large the floor beside it."""
+TABLE_PARAMS = 640_000
+"""The most parameters a text network's embedding table holds: its word table and its n-gram table, and the linear
+floor beside it in an ensemble, then stay within the 2 M parameters of a dense text model (a genome's `embed` is cut
+where a table has more rows than it fits)."""
 
 Arch = dict[str, Any]
 
@@ -172,22 +180,37 @@ def _ensemble_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
                            "nodes": nodes, "output": {"node": "logits", "num_classes": info.num_classes}})
 
 
+def network_limit(info: SpaceInfo) -> int:
+    """The most parameters a text network of `info` holds: what MODEL_PARAMS leaves beside the floor (one weight per
+    n-gram feature and class, and the intercepts), at least NETWORK_PARAMS."""
+    return max(MODEL_PARAMS - (info.bag_vocab + 1) * info.num_classes, NETWORK_PARAMS)
+
+
+def table_dim(embed: int, rows: int, step: int) -> int:
+    """The embedding size of a table of `rows` rows: `embed`, cut to a multiple of `step` (at least `step`) that
+    keeps the table within TABLE_PARAMS."""
+    return min(embed, max(TABLE_PARAMS // max(rows, 1) // step * step, step))
+
+
 def _bag(net: Net, genome: Arch, info: SpaceInfo) -> str:
-    """The n-gram bag's summed embeddings (the word ids' when the input has no bag)."""
+    """The n-gram bag's summed embeddings (the word ids' when the input has no bag); any size of 4 or more, as the
+    bag feeds no attention heads."""
     ids = {"vocab_size": info.bag_vocab, "start": info.bag_start} if info.bag_vocab else {"vocab_size": info.vocab_size}
-    return net.add("bag", "embedding_bag", "input", dim=genome["embed"], norm="sqrt", **ids)
+    dim = table_dim(genome["embed"], ids["vocab_size"], 4)
+    return net.add("bag", "embedding_bag", "input", dim=dim, norm="sqrt", **ids)
 
 
 def _pools(net: Net, genome: Arch, info: SpaceInfo) -> list[str]:
     """The word sequence embedded, encoded and globally pooled."""
     words = {"length": info.sequence_length} if info.bag_vocab else {}
-    x = net.add("embed", "embedding", "input", vocab_size=info.vocab_size, dim=genome["embed"], **words)
+    dim = table_dim(genome["embed"], info.vocab_size, 16)  # a multiple of 16: every head count divides it
+    x = net.add("embed", "embedding", "input", vocab_size=info.vocab_size, dim=dim, **words)
     encoder, pooling = genome["encoder"], genome["pool"]
     if encoder == "cnn":
         return [p for k in genome["kernels"]
                 for p in net.global_pools(_ngrams(net, x, str(k), genome["filters"], k), pooling, str(k))]
     if encoder == "transformer":
-        x = _transformer(net, x, genome)
+        x = _transformer(net, x, genome, dim)
     elif genome["ngram"] > 1:
         x = _ngrams(net, x, "", genome["filters"], genome["ngram"])
     return net.global_pools(x, pooling)
@@ -198,8 +221,7 @@ def _ngrams(net: Net, x: str, suffix: str, filters: int, width: int) -> str:
     return net.add(f"relu{suffix}", "activation", conv, fn="relu")
 
 
-def _transformer(net: Net, x: str, genome: Arch) -> str:
-    d = genome["embed"]
+def _transformer(net: Net, x: str, genome: Arch, d: int) -> str:
     x = net.add("pos", "position_embedding", x)
     for b in range(genome["blocks"]):
         y = net.add(f"t{b}_att", "self_attention", net.add(f"t{b}_ln1", "layer_norm", x), num_heads=genome["heads"])

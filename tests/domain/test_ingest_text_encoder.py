@@ -35,7 +35,7 @@ def test_words_are_lower_cased_unicode_words() -> None:
 
 
 def test_max_vocab_caps_the_vocabulary_including_padding_and_unknown() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_vocab=5, subword_buckets=0)
+    encoder = TextEncoder.fit(CORPUS, max_vocab=5, subword_buckets=0, min_count=1)
     assert encoder.vocab_size == 5
     assert int(encoder.encode(CORPUS)[:, :encoder.max_length].max()) == 4
 
@@ -123,29 +123,46 @@ def test_the_bag_holds_each_texts_distinct_hashed_ngram_features_after_the_words
 
 
 def test_the_bag_length_is_the_99th_percentile_of_feature_counts_and_cuts_longer_texts() -> None:
-    encoder = TextEncoder.fit(["a"] * 200 + [" ".join(f"w{i}" for i in range(300))])
+    encoder = TextEncoder.fit(["a"] * 200 + [" ".join(f"w{i}" for i in range(300))], min_count=1)
     assert encoder.bag_length == 8  # "a": 1 word + 2 character bigrams; the one long text is past the 99th
     row = encoder.encode([" ".join(f"w{i}" for i in range(300))])[0, encoder.max_length:]
     assert np.all(row > 0) and len(row) == 8
 
 
-def test_each_block_of_the_bag_has_a_power_of_two_buckets_at_least_four_times_its_distinct_features() -> None:
-    one = TextEncoder.fit(["a"])  # 1 word feature, 2 character features; at least 128 buckets each
-    assert (one.word_buckets, one.ngram_buckets) == (128, 256)
-    texts = [f"w{i}" for i in range(1000)]  # 1,000 words (no bigrams), and their character n-grams
-    features = set().union(*(ngram_features(t) for t in texts))
-    words = sum(1 for f in features if f[0] in "wb")
+def test_the_learned_bag_gives_each_feature_two_texts_share_an_id_of_its_own_words_first() -> None:
+    texts = [f"w{i} v{i % 50}" for i in range(1000)]  # w0..w999 once each; v0..v49 in 20 texts each
     encoder = TextEncoder.fit(texts)
-    chars = encoder.ngram_buckets - encoder.word_buckets
-    for buckets, distinct in ((encoder.word_buckets, words), (chars, len(features) - words)):
-        assert buckets & (buckets - 1) == 0 and 4 * distinct <= buckets < 8 * distinct
-    capped = TextEncoder.fit([f"w{i} v{i}" for i in range(40_000)])  # 80,000 words, 40,000 bigrams
-    assert capped.word_buckets == 2**17  # the cap
+    vocabulary = encoder.to_json()["features"]
+    counts = {f: sum(f in ngram_features(t) for t in texts) for f in set().union(*map(ngram_features, texts))}
+    assert set(vocabulary) == {f for f, n in counts.items() if n >= 2}
+    assert "w v7" in vocabulary and "w w7" not in vocabulary and "b w7 v7" not in vocabulary  # w7: one text
+    words = [f for f in vocabulary if f[0] in "wb"]
+    assert vocabulary[:len(words)] == words and encoder.word_buckets == len(words) == 50  # words, then characters
+    assert encoder.layout()["bag_vocab"] == len(vocabulary) + 1 and encoder.layout()["bag_words"] == 51
+    ids = encoder.bag_ids("v7 unseen")
+    assert ids == sorted(1 + vocabulary.index(f) for f in ngram_features("v7 unseen") if f in vocabulary)
+    assert encoder.bag_ids("qqq") == []  # no known feature: an empty bag
+    rare = TextEncoder.fit([f"x{i}" for i in range(10)] + ["v v"])  # two texts share "x" n-grams, none a word
+    assert rare.word_buckets == 0 and rare.ngram_buckets == len(rare.to_json()["features"]) > 0  # one block
     assert TextEncoder.fit(texts, ngram_buckets=0).layout()["bag_vocab"] == 0
 
 
+def test_version_5_json_keeps_the_feature_vocabulary() -> None:
+    encoder = TextEncoder.fit(CORPUS * 2, max_length=4)
+    data = json.loads(json.dumps(encoder.to_json()))
+    assert data["version"] == 5 and len(data["features"]) == data["ngram_buckets"]
+    again = TextEncoder.from_json(data)
+    texts = [*CORPUS, "a cat sat on a dog"]
+    np.testing.assert_array_equal(again.encode(texts), encoder.encode(texts))
+    for broken in ({**data, "features": data["features"][1:]}, {**data, "features": data["features"][::-1]},
+                   {**data, "features": [*data["features"][:-1], data["features"][0]]}):
+        with pytest.raises(ValueError):
+            TextEncoder.from_json(broken)
+
+
 def test_word_features_hash_below_the_character_block_and_character_features_into_it() -> None:
-    encoder = TextEncoder.fit(CORPUS, max_length=4)
+    encoder = TextEncoder.from_json(TextEncoder.fit(CORPUS, max_length=4, ngram_buckets=64).to_json()
+                                    | {"ngram_buckets": 256, "word_buckets": 128})  # version 4: two hashed blocks
     layout = encoder.layout()
     assert layout["bag_words"] == encoder.word_buckets + 1 and layout["bag_vocab"] == encoder.ngram_buckets + 1
     for text in CORPUS:
@@ -154,8 +171,8 @@ def test_word_features_hash_below_the_character_block_and_character_features_int
         ids = encoder.bag_ids(text)
         assert sum(1 for i in ids if i < layout["bag_words"]) <= len(words)  # collisions may merge, never spill
         assert all(1 <= i < layout["bag_vocab"] for i in ids)
-        assert encoder._hashed(words) == [i for i in ids if i < layout["bag_words"]]
-        assert all(i >= layout["bag_words"] for i in encoder._hashed(features - words))
+        assert encoder._bag(words) == [i for i in ids if i < layout["bag_words"]]
+        assert all(i >= layout["bag_words"] for i in encoder._bag(features - words))
     again = TextEncoder.from_json(encoder.to_json())
     assert again.word_buckets == encoder.word_buckets
     np.testing.assert_array_equal(again.encode(CORPUS), encoder.encode(CORPUS))

@@ -6,10 +6,12 @@ import jax
 import numpy as np
 import pytest
 
+from core.analysis import analyse
 from core.graph import validate
 from core.model import build
 from core.spec import Spec
-from synthesis.space import Candidate, SpaceInfo, seeds, to_spec
+from synthesis.space import Candidate, SpaceInfo, mutate, sample, seeds, to_spec
+from synthesis.space.text import MODEL_PARAMS, NETWORK_PARAMS, TABLE_PARAMS, network_limit
 
 IMAGE_SHAPES = [(8, 8, 1), (28, 28, 1), (32, 32, 3), (96, 96, 3)]
 TEXT_LENGTHS = [16, 100]
@@ -160,3 +162,27 @@ def test_the_hand_written_cnn_seed_trains_with_its_own_recipe_and_the_other_seed
     assert hand.to_train_config(epochs=1, seed=0, time_limit_s=None, patience=None).warmup_fraction == 0.15
     assert {c.hparams.optimizer for c in seeds(info) if c.origin != "seed:hand-cnn"} == {"adamw"}
     assert {c.hparams.optimizer for c in seeds(text_info(16))} == {"adamw"}
+
+
+@pytest.mark.parametrize("rows", [(2_050, 3_000), (11_000, 150_001), (22_050, 262_145)])
+def test_text_networks_and_the_floor_beside_them_stay_within_the_dense_model_limit(rows: tuple[int, int]) -> None:
+    """Seeds, draws and mutations: each embedding table within TABLE_PARAMS (or `step` columns where it has more
+    rows than that fits), the network within what MODEL_PARAMS leaves beside the floor."""
+    words, bag = rows
+    info = SpaceInfo("text", (40,), 2, vocab_size=words, bag_start=20, bag_vocab=bag)
+    rng = np.random.default_rng(0)
+    networks = [c for c in seeds(info) if c.arch["encoder"] != "linear"]
+    networks += [sample(rng, info) for _ in range(60)]
+    networks += [mutate(rng, networks[i % len(networks)], info) for i in range(60)]
+    for candidate in networks:
+        spec = to_spec(candidate, info)
+        for node in spec.nodes:
+            if node.op in ("embedding", "embedding_bag"):
+                step = 16 if node.op == "embedding" else 4
+                table = node.params["vocab_size"] * node.params["dim"]
+                assert table <= max(TABLE_PARAMS, node.params["vocab_size"] * step)
+                assert node.params["dim"] % step == 0 and node.params["dim"] <= candidate.arch["embed"]
+        assert analyse(spec).params <= network_limit(info)
+    assert network_limit(info) + (bag + 1) * 2 == MODEL_PARAMS or network_limit(info) == NETWORK_PARAMS
+    small = SpaceInfo("text", (40,), 2, vocab_size=300, bag_start=20, bag_vocab=500)
+    assert to_spec(seed(small, "wide-text-cnn"), small).nodes[0].params["dim"] == 64  # small tables keep `embed`

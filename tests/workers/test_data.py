@@ -45,7 +45,7 @@ def test_a_job_loads_its_dataset_at_the_size_declared_at_upload(tmp_path: Path) 
 
 
 def test_text_task_learns_its_vocabulary_from_the_engines_training_rows_only() -> None:
-    texts = [f"common{i % 3} word{i}" for i in range(60)]  # each row has a word of its own
+    texts = [f"common{i % 3} word{i} word{i}" for i in range(60)]  # each row has a word of its own, twice
     y = np.arange(60) % 2
     task, encoder = text_task(texts, y, 2, seed=3, test_fraction=0.2)
     split = stratified_split(y, 3, test_fraction=0.2, groups=task.groups)

@@ -181,8 +181,8 @@ def test_cli_synthesizes_texts_with_the_ngram_bag_and_predicts_raw_texts(tmp_pat
     done = _cli(data, "--epochs", 6, "--seed", SEED, "--out", out)
     assert done.returncode == 0, done.stderr[-3000:]
     encoder = json.loads((out / "preprocessing.json").read_text())["encoder"]
-    assert encoder["version"] == 4 and encoder["ngram_buckets"] >= 256 and encoder["bag_length"] >= 8
-    assert 0 < encoder["word_buckets"] < encoder["ngram_buckets"]
+    assert encoder["version"] == 5 and encoder["ngram_buckets"] == len(encoder["features"]) > 0
+    assert 0 < encoder["word_buckets"] < encoder["ngram_buckets"] and encoder["bag_length"] >= 8
     spec = json.loads((out / "spec.json").read_text())
     assert spec["input"]["shape"] == [encoder["max_length"] + encoder["bag_length"]]
     log = [json.loads(line) for line in (out / "search_log.jsonl").read_text().splitlines()]
