@@ -3,7 +3,7 @@
 For each dataset, random candidates of its search space (``synthesis.space.sample_admissible``: image candidates with
 varied block types, depths, widths; text candidates with varied embeddings, encoders and poolings; each with its
 learning rate, weight decay, batch size...) are trained to a full budget of E epochs with no early stopping, recording
-every epoch's validation accuracy and elapsed time. Each rule of ``synthesis.estimator.RULES`` (the curve-family
+every epoch's validation accuracy and elapsed time. Each rule of ``synthesis.curves.RULES`` (the curve-family
 extrapolation, the best accuracy so far, the last one) then sees only the first ``round(fraction * E)`` epochs of each
 curve; the figure of merit is Spearman's rank correlation (``scipy.stats.spearmanr``) between its scores and the final
 accuracy (the best validation accuracy by epoch E, what training keeps), see ``bench/estimator_score.py``. The cost
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     source = Path(args.rescore).name if args.rescore else None  # the file's name: no machine paths in results
     result |= {"datasets": per,
                "settings": {"fraction": args.fraction, "rescored_from": source,
-                            "rules": "synthesis.estimator.RULES at round(fraction * E) epochs seen; extrapolate is "
+                            "rules": "synthesis.curves.RULES at round(fraction * E) epochs seen; extrapolate is "
                                      "predict_final(curve[:seen], E, warmup_fraction)",
                             "extrapolate_epochs": "predict_final(curve[:seen], E): fitted against plain epochs",
                             "target": "best validation accuracy by the last epoch",

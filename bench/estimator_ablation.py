@@ -1,8 +1,8 @@
 """Ablation of the search's early-stopping rank: the same searches at the same epoch budgets, once per rule.
 
 For each dataset and seed, ``synthesis.engine.synthesize`` runs with an epoch budget (reproducible: the search log
-is a function of the seed and the measured accuracies) once with each rule of ``synthesis.estimator.RULES`` named
-by ``--rules`` as the rank ASHA stops trials by (``SearchConfig.stop_rule``); everything else is equal. Reported
+is a function of the seed and the measured accuracies) once with each rule of ``synthesis.curves.RULES`` named
+by ``--rules`` as the rank ASHA stops trials by (``SearchConfig.rung_rule``); everything else is equal. Reported
 per run: the delivered model's error on the dataset's held-out test part (``bench/peers/datasets.py``), its
 validation accuracy, the trials trained and how many were stopped at a rung, and the wall time. Compression and
 explanations are off (their budget shares are left unspent) and latency is a fixed model, not calibrated, so the
@@ -64,13 +64,13 @@ def task_for(name: str, seed: int, data_dir: Path, text_rows: int) -> tuple[Any,
 
 
 @contextmanager
-def stop_rule(rule: str) -> Iterator[None]:
-    """Within the block, the engine's searches rank trials at rungs by ``rule`` (``SearchConfig.stop_rule``)."""
+def rung_rule(rule: str) -> Iterator[None]:
+    """Within the block, the engine's searches rank trials at rungs by ``rule`` (``SearchConfig.rung_rule``)."""
     import synthesis.engine as engine
     from synthesis.search_config import SearchConfig
 
     names = vars(engine)  # the engine builds its SearchConfig by this name
-    names["SearchConfig"] = partial(SearchConfig, stop_rule=rule)
+    names["SearchConfig"] = partial(SearchConfig, rung_rule=rule)
     try:
         yield
     finally:
@@ -88,7 +88,7 @@ def run_one(task: Any, x_test: np.ndarray, y_test: np.ndarray, epochs: int, seed
     options = Options(seed=seed, test_fraction=0.0, compress=False, explain=False,
                       latency=LatencyModel(ms_per_mmac=0.01, overhead_ms=0.05))
     start = time.monotonic()
-    with stop_rule(rule):
+    with rung_rule(rule):
         result = synthesize(task, Budget(epochs=epochs), options)
     predicted = OnnxClassifier(result.model.onnx).predict(x_test)
     trained = [t for t in result.log if t.get("epochs")]
@@ -114,7 +114,7 @@ def save(runs: list[dict[str, Any]], rules: list[str], args: argparse.Namespace)
                 "epochs": sorted({r["epochs"] for r in runs}), "text_rows": args.text_rows,
                 "seeds": sorted({r["seed"] for r in runs}),
                 "options": "test_fraction 0, compress and explain off, fixed latency model",
-                "switch": "synthesis.search.SearchConfig.stop_rule"}
+                "switch": "synthesis.search.SearchConfig.rung_rule"}
     doc["ablation"] = {"runs": runs, "mean_test_error": mean, "settings": settings}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")

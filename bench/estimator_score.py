@@ -2,7 +2,7 @@
 
 A rule sees the first ``seen`` epochs of a curve (validation accuracy per epoch) and returns a score; the figure of
 merit is Spearman's rank correlation (``scipy.stats.spearmanr``) between the scores and the final accuracy (the best
-validation accuracy by the last epoch, what training keeps). The rules are those of ``synthesis.estimator.RULES``
+validation accuracy by the last epoch, what training keeps). The rules are those of ``synthesis.curves.RULES``
 (the search's choices) and, for comparison, the curve-family extrapolation fitted against plain epochs.
 """
 
@@ -24,9 +24,9 @@ Rule = Callable[[Sequence[float], int, float], float]  # (prefix, horizon, warm-
 
 
 def rules() -> dict[str, Rule]:
-    """The rules scored, by name: the search's (``synthesis.estimator.RULES``) and the curve families fitted
+    """The rules scored, by name: the search's (``synthesis.curves.RULES``) and the curve families fitted
     against epochs (``extrapolate_epochs``)."""
-    from synthesis.estimator import RULES, predict_final
+    from synthesis.curves import RULES, predict_final
 
     scored: dict[str, Rule] = {name: rule for name, rule in RULES.items()}
     scored["extrapolate_epochs"] = lambda c, h, _w: predict_final(c, h)
@@ -79,7 +79,7 @@ def rescore(run: dict[str, Any], fraction: float) -> dict[str, Any]:
         e = evaluate(rows, epochs, f)
         by_fraction[str(f)] = {k: v for k, v in e.items() if k != "scores"}
     kept = {k: v for k, v in run.items() if k in RUN_SETTINGS}
-    from synthesis.estimator import RULES
+    from synthesis.curves import RULES
 
     result["replay"] = {rule: replay(rows, epochs, rule) for rule in RULES}
     return {**result, **kept, "final_accuracy_range": [min(finals), max(finals)],
@@ -92,7 +92,7 @@ def replay(rows: list[dict[str, Any]], epochs: int, rule: str, eta: int = 3) -> 
     top 1/eta of the scores seen at that rung (``synthesis.executor.promotes``, as the search does). Returns the final
     accuracy of the candidate that validated best over the epochs it trained, its regret against the best final of
     all, and the epochs spent."""
-    from synthesis.estimator import RULES
+    from synthesis.curves import RULES
     from synthesis.executor import promotes
     from synthesis.search_config import rungs
 

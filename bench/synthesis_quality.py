@@ -10,7 +10,7 @@ Systems (``bench/README.md`` says how each is configured):
   whole budget; ``hand_cnn_half`` the same given half of it (the fair peer of a job that must also search,
   compress and explain).
 * ``netsynth_best_so_far``: netsynth whose search ranks trials by their best validation accuracy so far instead of
-  the learning-curve extrapolation (``synthesis.estimator.predict_final``): the ablation that decides whether the
+  the learning-curve extrapolation (``synthesis.curves.predict_final``): the ablation that decides whether the
   extrapolation stays.
 * ``tfidf`` (text): TF-IDF word + character n-grams and logistic regression, ``bench/peers/tfidf.py``.
 * ``autokeras``: AutoKeras 3.0.0 in its own virtual environment (``--autokeras-python``), through
@@ -176,9 +176,9 @@ def run_one(dataset: str, system: str, budget_s: float, args: argparse.Namespace
     split = datasets.load(dataset, args.seed, quick=args.quick, data_dir=args.data)
     if system in ("netsynth", "netsynth_best_so_far"):
         if system == "netsynth_best_so_far":  # the ablation: trials ranked by what they measured so far
-            from synthesis import estimator, search
+            from synthesis import curves, search
 
-            search.predict_final = estimator.best_so_far  # type: ignore[attr-defined,assignment]
+            search.predict_final = curves.best_so_far  # type: ignore[attr-defined,assignment]
         result = run_netsynth(split, budget_s, args.seed)
     elif system in ("hand_cnn", "hand_cnn_half"):
         from peers import hand_cnn

@@ -12,7 +12,7 @@ from core.errors import (
     ShapeError,
     UnknownOpError,
 )
-from core.hparams import normalise
+from core.op_params import normalise
 from core.ops import OPS, TensorType
 from core.spec import INPUT, Node, Spec
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import ShapeError
-from core.hparams import HP
+from core.op_params import HP
 
 Shape = tuple[int, ...]
 ParamShapes = dict[str, Any]  # name -> shape tuple, or a nested dict of them

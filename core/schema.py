@@ -12,7 +12,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from core.hparams import REQUIRED
+from core.op_params import REQUIRED
 from core.ops import OPS
 from core.spec import DTYPES, FORMAT, ID_PATTERN, INPUT, MODALITIES, VERSION
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +16,7 @@ from core.data import Dataset
 from synthesis import ensemble, select, space
 from synthesis.budget import Budget, Schedule, StageClock
 from synthesis.deliver import deliver, measured_latency_ms
-from synthesis.final import Final, best_so_far, flips, train_final, validation
+from synthesis.final import Final, best_so_far, flips, refit_network, train_final, validation
 from synthesis.fine import fine_synthesis
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.normalise import channel_normalisation
@@ -109,11 +110,14 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
             reporter.stage("final_training")
             flip = flips(search, info, data, reporter)
             final = train_final(search, info, data, budget, reporter, flip, snapshots)
-            trained = final.winner.candidate.id
-            winner, variables, delivered = ensemble.finish(trials, search.floor, final.winner, final.variables, info,
-                                                           data, reporter, options.seed)
+            trained, validated = final.winner.candidate.id, final
+            winner, variables, delivered = ensemble.finish(
+                trials, search.floor, final.winner, final.variables, info, data, reporter, options.seed,
+                functools.partial(refit_network, validated, search, info, data, budget, reporter))
             if winner is not final.winner:  # the floor alone (fitted, not trained), or its ensemble with the network
-                final = Final.of_trial(winner, variables, 0.0 if space.is_fitted(winner.candidate) else final.trained_s)
+                alone = winner is (search.floor[0] if search.floor is not None else None)
+                final = Final.of_trial(winner, variables, 0.0 if alone else validated.trained_s)
+                final.refit = alone or validated.refit  # the floor ships refitted; the network where it trained again
         except Cancelled as stop:
             search.stop_reason = stop.reason
             final = best_so_far(search)
@@ -124,7 +128,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
     if search.stop_reason not in INTERRUPTED and options.compress:
         base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
                                                                 time_limit_s=None, patience=None), flip=flip)
-        fine = fine_synthesis(spec, variables, data, (x[split.test], task.y[split.test]), budget, base,
+        fine = fine_synthesis(spec, delivered, data, (x[split.test], task.y[split.test]), budget, base,
                               options.tolerance, options.seed, reporter)
         compressed = fine.variant
         if fine.interrupted:  # the compressed network accepted before the interruption still ships

@@ -15,11 +15,13 @@ is the most reliable gain of AutoML systems (Erickson et al., "AutoGluon-Tabular
 Caruana et al., "Ensemble Selection from Libraries of Models", ICML 2004). The ensemble is one core network (the
 members side by side, their output layers scaled by their weights, then summed), so it exports to one ONNX graph.
 
-Whatever ships with the floor in it is delivered with the floor fitted on all training and validation rows.
+Whatever ships is delivered fitted on all training and validation rows: the floor refitted with its form and C, the
+network trained again for the epochs validation kept (`synthesis.final.refit_network`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -92,15 +94,20 @@ Weights = dict[str, Any]
 
 
 def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: Weights,
-           info: space.SpaceInfo, data: Dataset, reporter: Reporter, seed: int = 0
-           ) -> tuple[Trial, Weights, Weights]:
-    """The trial to deliver, its weights as validated (what compression starts from and is judged against) and its
-    weights as delivered: `winner`'s unless the floor or an ensemble of the two ranks first on the validation rows'
-    out-of-fold scores (an ensemble trial is appended to `trials`); wherever the floor ships, it is delivered fitted
-    on all rows. Without a floor, `winner` as it is."""
+           info: space.SpaceInfo, data: Dataset, reporter: Reporter, seed: int = 0,
+           refit: Callable[[], Weights | None] | None = None) -> tuple[Trial, Weights, Weights]:
+    """The trial to deliver, its weights as validated (what was chosen on the validation rows) and its weights as
+    delivered: `winner`'s unless the floor or an ensemble of the two ranks first on the validation rows' out-of-fold
+    scores (an ensemble trial is appended to `trials`). Whatever ships is delivered fitted on all rows: the floor
+    refitted, and `winner`'s network as `refit` trains it again (its validated weights where `refit` gives None).
+    Without a floor, `winner` as `refit` delivers it."""
+    def network() -> Weights:
+        again = refit() if refit is not None else None
+        return variables if again is None else again
+
     fitted_variables = floor[0].result.variables if floor is not None and floor[0].result is not None else None
     if floor is None or fitted_variables is None or not len(data.y_val):
-        return winner, variables, variables
+        return winner, variables, network()
     floor_trial, linear_fit = floor
     if winner is floor_trial:
         return winner, variables, _refitted(linear_fit, info, data, reporter)
@@ -115,7 +122,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
                                 **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
     if best == "network":
-        return winner, variables, variables
+        return winner, variables, network()
     if best == "floor":
         return floor_trial, fitted_variables, _refitted(linear_fit, info, data, reporter)
     accuracy, loss = held_out["ensemble"]
@@ -126,7 +133,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     spec = space.to_spec(candidate, info)
     outputs = [space.to_spec(m, info).output for m in members]
     validated = combined([fitted_variables, variables], scales, outputs)
-    delivered = combined([_refitted(linear_fit, info, data, reporter), variables], scales, outputs)
+    delivered = combined([_refitted(linear_fit, info, data, reporter), network()], scales, outputs)
     size = analyse(spec)
     trial = Trial(len(trials), candidate, params=size.params, macs=size.macs, status="completed",
                   curve=[accuracy], predicted=accuracy, latency_ms=floor_trial.latency_ms + winner.latency_ms,

@@ -20,7 +20,7 @@ import numpy as np
 from core.data import Dataset
 from core.spec import Spec
 from core.train_config import TrainConfig
-from synthesis.estimator import rung_score
+from synthesis.curves import rung_score
 from synthesis.trial import TrialResult, run_trial
 
 _RESULT_FIELDS = ("curve", "status", "reason", "seconds", "epochs", "best_metric", "best_loss", "first_epoch_s",

@@ -6,7 +6,8 @@ search's validation has chosen the network, the flips and the recipe (every labe
 trains the shipped network), and plans its learning-rate schedule in seconds, so it ends at the share's end
 (`core.train_config.TrainConfig.until_deadline`). Text networks train on the training rows, validated, and start
 afresh when the search trained on a sample (`synthesis.ensemble` then weighs them against the linear floor on the
-validation rows).
+validation rows); a text network that ships is then trained again the same way on the training and validation rows
+together, for the epochs validation kept (`refit_network`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
+from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.augment import flip_test
 from synthesis.budget import Budget
@@ -26,7 +28,12 @@ from synthesis.pace import FINAL_MARGIN
 from synthesis.progress import Cancelled, OutOfTime, Reporter
 from synthesis.reports import Snapshots
 from synthesis.search import Search
-from synthesis.trial import Trial, run_trial
+from synthesis.trial import Trial, TrialResult, run_trial
+
+VALIDATED_SHARE = 0.45
+"""The share of the final training's time a text network's validated run plans for; the rest is for its refit on the
+training and validation rows (`refit_network`): at most as many epochs, on about a ninth more rows. Not tuned on a
+set."""
 
 
 def refits(info: space.SpaceInfo) -> bool:
@@ -45,13 +52,17 @@ class Final:
     """The network that ships and what trained it: its trial, its weights, the seconds of training they hold (the
     search trial's when the final training continued from them or they ship as they are, plus the final
     training's), whether they trained on the validation rows too, and their accuracy on the validation rows while
-    those were held out (None after a refit: then only the test split measures them)."""
+    those were held out (None after a refit: then only the test split measures them). A validated final training
+    also leaves what `refit_network` repeats: its recipe, the weights it started from and its run."""
 
     winner: Trial
     variables: dict[str, Any]
     trained_s: float = 0.0
     refit: bool = False
     val_accuracy: float | None = None
+    schedule: TrainConfig | None = None
+    start: dict[str, Any] | None = None
+    validated: TrialResult | None = None
 
     @classmethod
     def of_trial(cls, trial: Trial, variables: dict[str, Any], trained_s: float | None = None) -> Final:
@@ -103,12 +114,13 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
     `flip` (`flips`)."""
     refit = refits(info)
     rows = refit_rows(data) if refit else data
+    share = 1.0 if refit else VALIDATED_SHARE  # the rest: the text network's refit
     for winner in (t for t in ranked(search) if not space.is_fitted(t.candidate)):  # the floor needs no training
         end, most = budget.final_end(), 10 * search.config.horizon  # small data: hundreds of epochs fit
         if budget.reproducible:
-            epochs, time_limit = min(most, max(budget.epochs_left(end), 1)), None
+            epochs, time_limit = min(most, max(int(budget.epochs_left(end) * share), 1)), None
         else:  # as many epochs as fit, so the learning-rate schedule completes before the deadline
-            time_limit = max(budget.left(end), 1.0)
+            time_limit = max(budget.left(end) * share, 1.0)
             epochs = search.pace.epochs_within(time_limit, winner.macs, len(rows.x_train), most,
                                                measured=winner.result, batch_size=winner.candidate.hparams.batch_size,
                                                margin=FINAL_MARGIN)
@@ -129,6 +141,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         budget.spend_epochs(final.epochs)
         reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
+                                 "kept_epoch": final.best_epoch,
                                  "planned_epochs": epochs, "seconds": round(final.seconds, 1), "refit": refit,
                                  "time_limit_s": time_limit and round(time_limit, 1), "train_rows": len(rows.x_train)})
         # the same network before and after its final schedule: accuracy decides (ties: the final weights), as
@@ -137,7 +150,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         before = winner.seconds if start is not None else 0.0
         if final.variables is not None and (searched is None or final.best_metric >= measured):
             chosen = Final(winner, final.variables, before + final.seconds, refit,
-                           None if refit else final.best_metric)
+                           None if refit else final.best_metric, config, start, final)
         elif searched is not None:
             chosen = Final.of_trial(winner, searched)
         else:
@@ -160,6 +173,36 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
     if floor is not None and floor.result is not None and floor.result.variables is not None:
         return Final.of_trial(floor, floor.result.variables, 0.0)  # no network trained: the linear floor alone
     raise RuntimeError("no candidate could be trained to completion")
+
+
+def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
+                  reporter: Reporter) -> dict[str, Any] | None:
+    """`final`'s network trained again as its validated final training was (the same recipe, seed and start) on the
+    training and validation rows together, for the epochs whose weights validation kept, on a schedule that ends
+    there; sets `final.refit`. None — the validated weights ship — when no validated final training kept its
+    weights, or those epochs do not fit the final training's time left, or the refit did not complete."""
+    run, schedule = final.validated, final.schedule
+    if final.refit or run is None or schedule is None or run.best_epoch < 1 or final.variables is not run.variables:
+        return None
+    rows, epochs, end = refit_rows(data), run.best_epoch, budget.final_end()
+    event: dict[str, Any] = {"model": "network", "candidate": final.winner.candidate.id, "epochs": epochs,
+                             "rows": len(rows.x_train)}
+    time_limit = None if budget.reproducible else budget.left(end)
+    needs = epochs * run.seconds / max(run.epochs, 1) * len(rows.x_train) / max(len(data.x_train), 1)
+    if (budget.epochs_left(end) < epochs) if budget.reproducible else (time_limit or 0.0) < needs:
+        reporter.event("refit", {**event, "status": "skipped", "reason": "the epochs validation kept do not fit the "
+                                 f"time left ({budget.left(end):.1f} s; they need about {needs:.1f} s)"})
+        return None
+    config = replace(schedule, epochs=epochs, time_limit_s=time_limit, keep_last=True, until_deadline=False)
+    out = run_trial(space.to_spec(final.winner.candidate, info), config, rows, lambda _curve: True,
+                    on_epoch=lambda _curve: search.tick(), variables=final.start, check=search.tick)
+    budget.spend_epochs(out.epochs)
+    reporter.event("refit", {**event, "status": out.status, "seconds": round(out.seconds, 1)})
+    if out.variables is None or out.status != "completed":
+        return None
+    final.refit, final.val_accuracy = True, None
+    final.trained_s = (final.winner.seconds if final.start is not None else 0.0) + out.seconds  # what the weights hold
+    return out.variables
 
 
 def validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str, Any]], info: space.SpaceInfo,

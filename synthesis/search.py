@@ -1,7 +1,7 @@
 """Architecture search: regularized evolution whose trials are cut short by asynchronous successive halving.
 
 Each trial trains a candidate for up to `horizon` epochs. At the rungs (1, 3, 9, ... epochs) the trial is scored by
-`SearchConfig.stop_rule` (a rule of `synthesis.estimator.RULES`, `DEFAULT_RULE` unless set: see
+`SearchConfig.rung_rule` (a rule of `synthesis.curves.RULES`, `DEFAULT_RULE` unless set: see
 bench/results/estimator.json); a trial whose score is not in the top 1/eta of the scores at that rung stops (Li et
 al., ASHA, MLSys 2020), so most candidates never train fully. New candidates are the seeds first, then mutations of
 the winner of a tournament among the recent trials (Real et al., "Regularized Evolution for Image Classifier
@@ -27,7 +27,7 @@ from core.data import Dataset
 from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.budget import Budget
-from synthesis.estimator import DEFAULT_RULE, predict_final, rung_score
+from synthesis.curves import DEFAULT_RULE, predict_final, rung_score
 from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
 from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
@@ -51,7 +51,7 @@ class Search:
         self.info, self.data, self.budget, self.config = info, data, budget, config
         self.constraints, self.latency, self.reporter = constraints, latency, reporter
         # remote trials rank by the default rule: another rule keeps trials in-process, so no rung mixes rules
-        self.executor = None if budget.reproducible or config.stop_rule != DEFAULT_RULE else executor
+        self.executor = None if budget.reproducible or config.rung_rule != DEFAULT_RULE else executor
         self.worker = executor.local_worker if executor is not None else "local"
         self.rng = np.random.default_rng(config.seed)
         self.trials: list[Trial] = []
@@ -66,14 +66,14 @@ class Search:
         self._last_exchange = -math.inf
 
     def keep_going(self, curve: list[float]) -> bool:
-        """ASHA's rule at a rung: continue while the trial's score (`SearchConfig.stop_rule`) is in the rung's top
+        """ASHA's rule at a rung: continue while the trial's score (`SearchConfig.rung_rule`) is in the rung's top
         1/eta."""
         if self.budget.epochs_left(self.budget.search_end()) <= 0:
             return False
         scores = self.rung_scores.get(len(curve))
         if scores is None:
             return True
-        prediction = rung_score(curve, self.config.horizon, self.config.stop_rule)
+        prediction = rung_score(curve, self.config.horizon, self.config.rung_rule)
         scores.append(prediction)
         return promotes(scores, prediction, self.config.eta)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from synthesis.estimator import DEFAULT_RULE, RULES
+from synthesis.curves import DEFAULT_RULE, RULES
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,11 @@ class SearchConfig:
     max_trial_share: float = 0.25  # the most of the search's time (or epochs) one trial may take
     memory_limit: int | None = None
     seed: int = 0
-    stop_rule: str = DEFAULT_RULE  # what ASHA ranks trials by at a rung: a name in synthesis.estimator.RULES
+    rung_rule: str = DEFAULT_RULE  # what ASHA ranks trials by at a rung: a name in synthesis.curves.RULES
 
     def __post_init__(self) -> None:
-        if self.stop_rule not in RULES:
-            raise ValueError(f"unknown stop rule {self.stop_rule!r}; one of {sorted(RULES)}")
+        if self.rung_rule not in RULES:
+            raise ValueError(f"unknown stop rule {self.rung_rule!r}; one of {sorted(RULES)}")
 
 
 def rungs(eta: int, horizon: int) -> list[int]:

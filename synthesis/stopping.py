@@ -1,8 +1,7 @@
 """When the search has learned enough: a network far ahead of its challengers gets the rest of the search's time.
 
 A search that keeps proposing candidates which all trail its leader spends time the leader's final training
-could use: on a 10-class photo set at 1,200 s the search trained 3 candidates in 330 s and shipped its first seed,
-whose final training then got 568 s (issue 24). The rule here ends the search once the leading network has beaten
+could use. The rule here ends the search once the leading network has beaten
 the last `AHEAD_AFTER` network candidates in a row, each at equal training time and beyond the validation noise
 (:func:`synthesis.select.tied`). Equal time, because the final training has a fixed time to spend: a network that
 learns more per epoch but costs five times as much per epoch (a ResNet beside the hand-written CNN on 32x32 photos)

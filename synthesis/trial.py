@@ -58,6 +58,7 @@ class TrialResult:
     variables: dict[str, Any] | None = None
     best_metric: float = 0.0
     best_loss: float | None = None  # the kept epoch's validation loss (synthesis.select.excess_loss; None: not kept)
+    best_epoch: int = 0  # the epoch whose weights were kept (0: none)
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
     step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
@@ -114,7 +115,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     except Exception as exc:  # a failed candidate never fails the job
         result.status, result.reason = "failed", ("out of memory: " if is_out_of_memory(exc) else "") + str(exc)[:500]
     else:
-        result.variables, result.best_metric = out.variables, out.best_metric
+        result.variables, result.best_metric, result.best_epoch = out.variables, out.best_metric, out.best_epoch
         kept = out.history[out.best_epoch - 1]  # the epoch whose weights training returns
         result.best_loss = excess_loss({k: kept[f"val_{k}"] for k in ("loss", "uniform_loss")},
                                        config.label_smoothing, spec.num_classes)

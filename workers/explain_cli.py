@@ -1,6 +1,6 @@
 """`netsynth explain MODEL_DIR INPUTS --method METHOD --output DIR`: why a model package predicts what it does.
 
-Writes `DIR/attributions.jsonl`, one JSON object per input in input order (`workers.explaining.Attribution`), and for
+Writes `DIR/attributions.jsonl`, one JSON object per input in input order (`workers.attribution.Attribution`), and for
 people PNG overlays (`DIR/overlay_00001.png`, ... in input order) for images, or `DIR/attributions.html` for texts.
 `netsynth` (api/cli.py) hands this command over by name, so the API never imports JAX.
 """
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from workers.app import use_cpu_xla_flags
 
     use_cpu_xla_flags()
-    from workers.explaining import explain, overlay_png, package_subject, text_html
+    from workers.attribution import explain, overlay_png, package_subject, text_html
 
     subject = package_subject(package)
     found = explain(subject, package.classes, package.preprocessing, args.method, inputs.names,

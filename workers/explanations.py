@@ -87,7 +87,7 @@ def _fail(factory: sessionmaker[Session], explanation_id: uuid.UUID, reason: str
 
 def answer(asked: Asked) -> tuple[dict[str, Any], bytes | None]:
     """The attribution of the request's input (as `Attribution.to_dict()`) and, for an image, its PNG overlay."""
-    from workers.explaining import explain, overlay_png, subject_of  # JAX loads here, in the pool process only
+    from workers.attribution import explain, overlay_png, subject_of  # JAX loads here, in the pool process only
 
     subject = subject_of(asked.spec, asked.weights, asked.variant, asked.preprocessing)
     if asked.image is None:

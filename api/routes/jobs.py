@@ -31,7 +31,7 @@ from store.settings import Settings
 router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 
 BROKER_DOWN = "the task broker did not answer; resubmit the job"
-"""Budget of a job submitted without one: the first tier whose sample limit the dataset fits, else high."""
+"""The error a job is failed with when its task could not be sent (the broker did not answer)."""
 MAX_OFFSET = 2**31 - 1
 _EVENTS = TypeAdapter(list[JobEventOut])
 _EVENT_SCHEMA = JobEventOut.model_json_schema()

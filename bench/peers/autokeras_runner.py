@@ -9,7 +9,7 @@ Runs INSIDE AutoKeras's own virtual environment (it needs its own pinned keras a
 Usage: ``AK_PYTHON autokeras_runner.py --data DATA.npz --budget SECONDS --seed N --out RESULT.json``, where
 DATA.npz holds ``x_train, y_train, x_test, y_test`` (images uint8 [N, H, W, C], or texts as a unicode array [N]).
 
-What it takes to run AutoKeras 3.0.0 fairly (``../shared/peers.md``):
+What it takes to run AutoKeras 3.0.0 fairly:
 
 * a budget: AutoKeras has none, so a tuner subclass stops starting trials when the time left cannot hold a
   short trial plus the final refit, cuts a running trial at an epoch end, and cuts the refit at the deadline;

@@ -26,43 +26,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Options:
-    """How hard to compress.
+    """How hard to compress (the measurements behind the defaults: bench/README.md, "Why the compression options
+    are set as they are").
 
-    ``importance``: ``"taylor"`` (first-order Taylor expansion of the validation loss, Molchanov et al., ICLR
-    2017) or ``"l1"`` (kernel L1 norms, Li et al., ICLR 2017). The ``*_slack`` are the probe accuracy a
-    stage's per-layer choice may lose *before* its retraining (which wins most of it back; the tolerance is
-    checked after retraining, and a stage that misses it is rolled back and retried more gently), as a fraction
-    of the error rate of always predicting the commonest class (:meth:`Context.probe_floor`): 0.1 is 9 points
-    on ten balanced classes but 1.3 on SMS Spam, where 87 % of the texts are ham and 10 points would leave a
-    network no better than a constant. Pruning's slack was 0.1 while candidates were scored with stale batch-norm
-    statistics, which made every pruned CNN look far worse than it retrains to; scored with re-estimated ones
-    (``stats_rows``), 0.1 took MNIST's last convolution from 576 inputs per filter to 12 in one round, which
-    retraining could not recover. Measured once each (digits / MNIST / SMS Spam ratio): 0.03 gave 51.7x / 36.7x
-    / 124.6x, 0.015 41.7x / 44.1x / 105.0x, both within the tolerance on test.
-    ``probe_rows``: rows the per-layer searches score on, half validation and half training rows (scoring on
-    validation rows alone over-fits them: an embedding row of a token that no validation text has looks
-    unimportant there); the tolerance is checked on all validation rows and nothing else.
-    ``stats_rows``: training rows each candidate's batch-norm statistics are re-estimated on before it is scored
-    (:meth:`Context.recalibrated`). Pruned with its stored statistics, MNIST's hand-written CNN fell from 99.8 %
-    to 26 % probe accuracy when one layer kept 61 of 576 inputs per filter; re-estimated, to 98.4 %.
-    Budget shares: of the retraining epochs or seconds, for filters, connections (all rounds) and buckets.
-    ``enough``: the compression ratio (dense float32 bytes over the artifact's) at which compression stops; no
-    further stage or round runs once an accepted network reaches it (None: compress as far as the tolerance
-    allows). Past it each stage saves few bytes but still spends the tolerance, which is measured on the same
-    few hundred validation rows every stage chose on: on SMS Spam, pruning the embedding table from 2,897 to
-    129 of its 131,073 rows took the ratio from about 45x to 7,583x at an unchanged validation accuracy, and
-    cost a point of test accuracy.
-    ``reserve``: the share of the tolerance that each later stage keeps back from the stages before it (with all
-    three stages: filter selection may spend half of it, connection pruning three quarters, bucketing all), so
-    that the later stages have room: on MNIST (8k rows) pruning had spent all of it, the first bucketing round
-    missed the tolerance by one validation image and the second, at half the slack, kept 8-32 values per layer
-    (20.2x); with a quarter kept back, the first round was kept at 4-16 values (24.2x). On digits (269 validation
-    rows, one image 0.37 points) filter selection allowed three quarters spent the one image the tolerance
-    holds, and no pruning round after it was kept (2.5x at split seed 0 on one machine; 16.4x with half).
-    ``loss_rise``: how far, relative to the original network's, a kept network's validation loss (cross-entropy)
-    may rise (None: no limit). Accuracy on a few hundred validation rows saturates: on digits at split seed 2
-    filter selection and six pruning rounds kept validation accuracy at 99.6-100 % while test accuracy fell 2
-    points; the validation loss rose from 0.12 to 0.18-0.23 on the way (with a 30 % limit: -0.22 points at 31x).
+    ``importance``: ``"taylor"`` (first-order Taylor expansion of the validation loss, Molchanov et al., ICLR 2017)
+    or ``"l1"`` (kernel L1 norms, Li et al., ICLR 2017). ``filters``, ``connections``, ``buckets``: which stages
+    run. The ``*_slack``: the probe accuracy a stage's per-layer choice may lose before its retraining, as a
+    fraction of the error rate of always predicting the commonest class (:meth:`Context.probe_floor`), so that a
+    slack means as much on an unbalanced set as on a balanced one; the tolerance itself is checked after
+    retraining, and a stage that misses it is rolled back and retried more gently. ``probe_rows``: rows the
+    per-layer searches score on, half validation and half training rows (validation rows alone are over-fitted
+    by the search). ``stats_rows``: training rows each candidate's batch-norm statistics are re-estimated on before
+    it is scored (:meth:`Context.recalibrated`), as pruning makes the stored ones stale. ``shares``: the shares of
+    the retraining epochs or seconds for filters, connections (all rounds) and buckets. ``enough``: the compression
+    ratio at which compression stops (None: as far as the tolerance allows), since past it each stage saves few
+    bytes but still spends the tolerance. ``reserve``: the share of the tolerance each later stage keeps back from
+    the stages before it. ``loss_rise``: how far, relative to the original network's, a kept network's
+    validation loss may rise (None: no limit), as validation accuracy saturates on a few hundred rows.
     """
 
     importance: str = "taylor"

@@ -75,7 +75,8 @@ SEEDS: dict[str, Arch] = {
     "lenet": arch([stage("plain", 1, 16, 5), stage("plain", 1, 32, 5)], norm="none", hidden=128, dropout=0.0),
 }
 """Known-good designs, in the order the search tries them (the likeliest winner first, so a short budget still
-delivers it): the hand-written small CNN (../shared/peers.md), a small ResNet, a MobileNetV2-like, LeNet-like."""
+delivers it): the hand-written small CNN an engineer writes first (the benchmark's peer, bench/peers/hand_cnn.py), a
+small ResNet, a MobileNetV2-like, LeNet-like."""
 
 
 def sample(rng: np.random.Generator) -> Arch:

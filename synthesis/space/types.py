@@ -92,7 +92,7 @@ class HParams:
 
 def genome_id(arch: dict[str, Any], hparams: HParams) -> str:
     """Return a short stable hash of a genome (architecture and hyper-parameters). The default optimizer (AdamW) is
-    left out of the hash, so the ids of genomes from before the optimizer was a gene, in stored search logs, hold."""
+    left out of the hash, so a genome's id is the same whether its optimizer is spelt out or left to the default."""
     genes = asdict(hparams)
     if genes["optimizer"] == "adamw":
         del genes["optimizer"]

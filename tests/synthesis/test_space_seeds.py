@@ -64,7 +64,8 @@ def test_text_seeds_are_valid_networks_for_each_length(length: int) -> None:
 @pytest.mark.parametrize("shape", [*IMAGE_SHAPES, (150, 200, 3)])
 def test_hand_cnn_seed_is_the_network_an_engineer_writes_first(shape: tuple[int, int, int]) -> None:
     """conv-BN-ReLU 32-32 / max-pool / 64-64 / max-pool / 128, global average pooling, dropout 0.2, dense:
-    the small CNN of ../shared/peers.md, so the search starts from at least what a good engineer writes."""
+    the small CNN the benchmark's hand-written peer trains (bench/peers/hand_cnn.py), so the search starts from at
+    least what a good engineer writes."""
     info = image_info(shape, num_classes=7)
     spec = to_spec(seed(info, "hand-cnn"), info)
     ops = [n.op for n in spec.nodes if n.op != "conv2d" or n.params.get("strides", [1, 1]) in ([1, 1], 1)]

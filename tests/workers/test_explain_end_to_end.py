@@ -19,7 +19,7 @@ from tests import nets
 from tests.datasets import png_bytes
 from tests.workers.conftest import make_keys
 from tests.workers.service import ApiServer, WorkerProcess
-from workers.explaining import explain, subject_of
+from workers.attribution import explain, subject_of
 
 V1 = "/api/v1"
 TEXT = "good acting and a bad plot"

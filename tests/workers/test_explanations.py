@@ -17,7 +17,7 @@ from store.models import Report, TrainedModel
 from tests import nets
 from tests.datasets import png_bytes
 from tests.store.conftest import empty_db_url, engine, factory
-from workers.explaining import explain, subject_of
+from workers.attribution import explain, subject_of
 from workers.explanations import run_explanation
 
 __all__ = ["empty_db_url", "engine", "factory"]  # the store's database fixtures: SQLite and PostgreSQL

@@ -1,4 +1,5 @@
-"""Hyper-parameter declarations: type, default and range of each hyper-parameter of an op."""
+"""The declarations of an op's own parameters (a convolution's kernel size, a dense layer's units): type, default and
+range of each."""
 
 from __future__ import annotations
 

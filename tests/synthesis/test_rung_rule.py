@@ -1,4 +1,4 @@
-"""The search's early-stopping rank: the rules of synthesis.estimator, the default, and the search's switch."""
+"""The search's early-stopping rank: the rules of synthesis.curves, the default, and the search's switch."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from scipy.stats import spearmanr
 
 from core.data import Dataset
 from synthesis.budget import Budget
+from synthesis.curves import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
 from synthesis.engine import space_info
-from synthesis.estimator import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
 from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
@@ -34,9 +34,9 @@ def test_the_default_rule_is_the_best_accuracy_so_far_as_the_fresh_curves_measur
     # bench/results/estimator.json: on curves it was not tuned on, extrapolation did not rank final accuracy
     # 0.05 better than the best value so far, so the simpler rule is the default
     assert DEFAULT_RULE == "best_so_far"
-    assert SearchConfig(horizon=4).stop_rule == "best_so_far"
+    assert SearchConfig(horizon=4).rung_rule == "best_so_far"
     with pytest.raises(ValueError, match="unknown stop rule"):
-        SearchConfig(horizon=4, stop_rule="oracle")
+        SearchConfig(horizon=4, rung_rule="oracle")
 
 
 def test_the_default_rule_ranks_a_family_of_noisy_saturating_curves() -> None:
@@ -61,7 +61,7 @@ def digits() -> tuple[Dataset, Any]:
 def test_the_search_stops_trials_at_a_rung_by_its_rule(digits: tuple[Dataset, Any], rule: str,
                                                        continues: bool) -> None:
     data, info = digits
-    search = Search(info, data, Budget(epochs=1000), SearchConfig(horizon=27, stop_rule=rule), Constraints(),
+    search = Search(info, data, Budget(epochs=1000), SearchConfig(horizon=27, rung_rule=rule), Constraints(),
                     LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
     search.rung_scores[3] = [0.8, 0.85, 0.9]  # three trials already scored at epoch 3
     rising = [0.3, 0.55, 0.75]  # behind them so far, ahead of them extrapolated to epoch 27 (0.96)

@@ -1,4 +1,4 @@
-"""Samples folded, as a parser yields them, into either arrays (to load) or a profile (to inspect)."""
+"""Samples accumulated, as a parser yields them, into either arrays (to load) or a profile (to inspect)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _classes_part(labels: LabelIndexer, limits: Limits) -> tuple[list[str], np.n
     return classes, y, {"class_counts": counts, "sample_count": int(y.shape[0])}
 
 
-class ImageFold:
+class ImageAccumulator:
     """Images [H, W, C] with labels, already brought to one size by the resize `plan`: kept as arrays when
     `keep`, else summarised for a profile."""
 
@@ -56,7 +56,7 @@ class ImageFold:
     def shape(self) -> tuple[int, int, int]:
         """The one (H, W, C) of the dataset (gray images count as RGB when any is RGB)."""
         if len(self._shapes) > 1:  # the resize plan brings every image to one size before it is added
-            raise ValueError(f"images of {len(self._shapes)} sizes were folded; resize them to one first")
+            raise ValueError(f"images of {len(self._shapes)} sizes were read; resize them to one first")
         height, width = next(iter(self._shapes), (0, 0))
         return height, width, max(self._channels, default=1)
 
@@ -83,7 +83,7 @@ class ImageFold:
         return {**part, "duplicates": self._duplicates.summary(), "modality": "image", "image": image}
 
 
-class TextFold:
+class TextAccumulator:
     """Texts with labels: kept when `keep`, else summarised for a profile."""
 
     def __init__(self, keep: bool) -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from synthesis.estimator import predict_final, rank_candidates, schedule_time
+from synthesis.curves import predict_final, rank_candidates, schedule_time
 
 HORIZON = 20
 SEEN = 4  # 20 % of the horizon

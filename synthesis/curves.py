@@ -20,12 +20,9 @@ training. Every prediction is clipped to [best so far, 1]. ``bench/estimator.py`
 predictions rank real candidates (see bench/README.md).
 
 The search does not stop trials by this extrapolation: :data:`RULES` names the ranks it can use and
-:data:`DEFAULT_RULE` is the best accuracy so far. On learning curves the extrapolation was not designed on (SMS Spam,
-MR, digits with another split; ``bench/results/estimator.json``) it ranked the final accuracy after 20 % of the
-epochs no better than that baseline (Spearman rho 0.69 against 0.76 on SMS Spam), where it had to beat it by 0.05
-to earn its place; a linear model of the prefix fitted on the digits / MNIST curves did not either. This matches
-Baker et al. (2017) on the strength of the observed value, and Li et al.'s ASHA (MLSys 2020), which ranks by the
-observed metric at each rung.
+:data:`DEFAULT_RULE` is the best accuracy so far, which ranks final accuracies at least as well on curves the
+extrapolation was not designed on (``bench/estimator.py``), as Baker et al. (2017) found of the observed value and as
+Li et al.'s ASHA (MLSys 2020) ranks at each rung.
 """
 
 from __future__ import annotations
