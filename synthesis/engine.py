@@ -118,6 +118,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
                 alone = winner is (search.floor[0] if search.floor is not None else None)
                 final = Final.of_trial(winner, variables, 0.0 if alone else validated.trained_s)
                 final.refit = alone or validated.refit  # the floor ships refitted; the network where it trained again
+                final.val_accuracy = None if final.refit else final.val_accuracy  # the search log keeps its scores
         except Cancelled as stop:
             search.stop_reason = stop.reason
             final = best_so_far(search)

@@ -42,7 +42,7 @@ def test_the_network_that_ships_trains_again_on_all_labelled_rows_for_the_epochs
     assert refit["epochs"] == final["kept_epoch"] >= 1 and refit["rows"] == split["train"] + split["val"]
     metrics = result.model.metrics
     assert metrics["refit"] is True and metrics["val_accuracy"] is None  # validation rows trained what ships
-    assert metrics["test_accuracy"] >= 0.9
+    assert metrics["test_accuracy"] >= 0.8  # chance: a third
 
 
 def test_a_refit_that_cannot_fit_the_budget_left_is_skipped_and_the_validated_weights_ship() -> None:
