@@ -182,16 +182,17 @@ def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dat
     there; sets `final.refit`. None — the validated weights ship — when no validated final training kept its
     weights, or those epochs do not fit the final training's time left, or the refit did not complete."""
     run, schedule = final.validated, final.schedule
-    if final.refit or run is None or schedule is None or run.best_epoch < 1 or final.variables is not run.variables:
+    if final.refit or run is None or schedule is None or run.best_epoch < 1:  # only a validated final run is repeated
         return None
     rows, epochs, end = refit_rows(data), run.best_epoch, budget.final_end()
     event: dict[str, Any] = {"model": "network", "candidate": final.winner.candidate.id, "epochs": epochs,
                              "rows": len(rows.x_train)}
     time_limit = None if budget.reproducible else budget.left(end)
     needs = epochs * run.seconds / max(run.epochs, 1) * len(rows.x_train) / max(len(data.x_train), 1)
-    if (budget.epochs_left(end) < epochs) if budget.reproducible else (time_limit or 0.0) < needs:
-        reporter.event("refit", {**event, "status": "skipped", "reason": "the epochs validation kept do not fit the "
-                                 f"time left ({budget.left(end):.1f} s; they need about {needs:.1f} s)"})
+    left = f"{budget.epochs_left(end)} epochs" if time_limit is None else f"{time_limit:.1f} s"
+    if budget.epochs_left(end) < epochs if time_limit is None else time_limit < needs:
+        reporter.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept do not fit what "
+                                 f"is left ({left}; they need about {needs:.1f} s)"})
         return None
     config = replace(schedule, epochs=epochs, time_limit_s=time_limit, keep_last=True, until_deadline=False)
     out = run_trial(space.to_spec(final.winner.candidate, info), config, rows, lambda _curve: True,
