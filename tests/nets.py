@@ -3,6 +3,7 @@ of the routes and tasks that use a model's weights or graph."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,15 +44,23 @@ class Net:
         return predict_proba(self.model, self.variables, x)
 
 
-def make_net(doc: dict[str, Any], preprocessing: dict[str, Any], classes: list[str]) -> Net:
-    """The network of the spec document `doc` with seeded weights, checkpoint and ONNX export."""
+Params = dict[str, np.ndarray]
+
+
+def make_net(doc: dict[str, Any], preprocessing: dict[str, Any], classes: list[str],
+             edit: Callable[[Params], None] | None = None) -> Net:
+    """The network of the spec document `doc` with seeded weights (changed in place by `edit`, given them by path),
+    checkpoint and ONNX export."""
     spec = Spec.from_dict(doc)
     model = build(spec)
     # unit-normal weights and biases (the initialiser's biases are zero); with this seed the test images get
     # different classes, so that comparing labels can catch a mix-up
     rng = np.random.default_rng(1)
-    params = tree.flatten(model.init(jax.random.key(7))["params"])
-    variables = {"params": tree.unflatten({p: rng.normal(0, 1, a.shape).astype(np.float32) for p, a in params.items()})}
+    shapes = tree.flatten(model.init(jax.random.key(7))["params"])
+    params = {p: rng.normal(0, 1, a.shape).astype(np.float32) for p, a in shapes.items()}
+    if edit is not None:
+        edit(params)
+    variables = {"params": tree.unflatten(params)}
     return Net(model, variables, spec.to_dict(), checkpoint.to_bytes(spec, variables),
                to_onnx_bytes(spec, variables), preprocessing, classes)
 
@@ -74,9 +83,18 @@ def image_net() -> Net:
 
 def text_net() -> Net:
     """An embedding net on texts of up to 8 tokens (no n-gram bag), two classes."""
-    # this many subword buckets: with make_net's seeded weights the test texts then get different classes; no n-gram
-    # bag (the engine's networks that read it are tested end to end in tests/workers)
+    # no n-gram bag (the engine's networks that read it are tested end to end in tests/workers)
     encoder = TextEncoder.fit(TRAIN_TEXTS, max_length=8, subword_buckets=32, ngram_buckets=0)
+
+    def sentiment(params: Params) -> None:
+        # "good" pushes towards pos and "bad" towards neg, so that texts get different classes whatever ids the
+        # encoder gives the words, and comparing labels can catch a mix-up
+        kernel = params["logits/kernel"]
+        towards_pos = 16 * (kernel[:, 1] - kernel[:, 0]) / float(np.sum((kernel[:, 1] - kernel[:, 0]) ** 2))
+        for word, sign in (("good", 1), ("bad", -1)):
+            (word_id,) = encoder.ids(word)
+            params["embed/embedding"][word_id] = sign * towards_pos
+
     doc = {
         "name": "tiny-text",
         "input": {"shape": [8], "dtype": "int32", "modality": "text"},
@@ -88,7 +106,7 @@ def text_net() -> Net:
         ],
         "output": {"node": "logits", "num_classes": 2},
     }
-    return make_net(doc, {"kind": "text", "encoder": encoder.to_json()}, TEXT_CLASSES)
+    return make_net(doc, {"kind": "text", "encoder": encoder.to_json()}, TEXT_CLASSES, sentiment)
 
 
 def model_row(job: Job, net: Net) -> TrainedModel:
