@@ -13,8 +13,7 @@ Usage: ``python bench/image_recipe.py --datasets cifar10_small,digits --seconds 
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import functools
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -59,21 +58,13 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=HERE / "results" / "image_recipe.json")
     args = p.parse_args()
-    from core.kernels import CPU_XLA_FLAGS
-
-    os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
     sys.path.insert(0, str(HERE))
     from peers import datasets
-    from record import write_rows
+    from record import run_rows
 
-    rows, before = [], list(os.getloadavg())
-    for dataset in args.datasets.split(","):
-        for recipe in RECIPES:
-            row = run(dataset, recipe, args.seconds, args.data, flip=dataset in datasets.MIRRORABLE)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    write_rows(args.out, rows, before)
-
+    run_rows(args.out, [functools.partial(run, dataset, recipe, args.seconds, args.data,
+                                          flip=dataset in datasets.MIRRORABLE)
+                        for dataset in args.datasets.split(",") for recipe in RECIPES])
 
 if __name__ == "__main__":
     main()

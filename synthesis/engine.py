@@ -18,6 +18,7 @@ from synthesis.budget import Budget, Schedule, StageClock
 from synthesis.deliver import deliver, measured_latency_ms
 from synthesis.final import Final, best_so_far, flips, refit_network, train_final, validation
 from synthesis.fine import fine_synthesis
+from synthesis.folds import train_folds
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.normalise import channel_normalisation
 from synthesis.pareto import delivered_front
@@ -111,13 +112,16 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
             flip = flips(search, info, data, reporter)
             final = train_final(search, info, data, budget, reporter, flip, snapshots)
             trained, validated = final.winner.candidate.id, final
+            folded = train_folds(final, search, info, data, budget, reporter, options.seed)
             winner, variables, delivered = ensemble.finish(
                 trials, search.floor, final.winner, final.variables, info, data, reporter, options.seed,
-                functools.partial(refit_network, validated, search, info, data, budget, reporter))
-            if winner is not final.winner:  # the floor alone (fitted, not trained), or its ensemble with the network
+                functools.partial(refit_network, validated, search, info, data, budget, reporter), folded)
+            if winner is not final.winner:  # the floor alone (fitted, not trained), or an ensemble with the network
                 alone = winner is (search.floor[0] if search.floor is not None else None)
-                final = Final.of_trial(winner, variables, 0.0 if alone else validated.trained_s)
-                final.refit = alone or validated.refit  # the floor ships refitted; the network where it trained again
+                bagged = folded is not None and folded.shipped  # the folds' networks: every labelled row trained them
+                trained_s = 0.0 if alone else folded.seconds if folded is not None and bagged else validated.trained_s
+                final = Final.of_trial(winner, variables, trained_s)
+                final.refit = alone or bagged or validated.refit  # the floor ships refitted; the network retrained
                 final.val_accuracy = None if final.refit else final.val_accuracy  # the search log keeps its scores
         except Cancelled as stop:
             search.stop_reason = stop.reason

@@ -1,14 +1,15 @@
 """The text model that ships: the best network, the linear floor, or both averaged, chosen on held-out scores.
 
 After final training, the winning network and the linear floor (`synthesis.linear`) are compared and combined on
-the validation rows, where the floor's log-probabilities are out-of-fold (its cross-validation). The ensemble's
-logits are ``(w * floor + (1 - w) * network) / T``, ``w`` from :data:`WEIGHTS` and the temperature ``T`` from
-:data:`TEMPERATURES` (a weighted average of the members' log-probabilities; temperature scaling: Guo et al., "On
-Calibration of Modern Neural Networks", ICML 2017). Each option (network alone, floor alone, ensemble) is scored by
-cross-fitting on the validation rows: its ``w`` and ``T`` are chosen by log-loss on k - 1 folds and scored on the
-fold left out, so the rows that choose between the options never also fitted what they choose (the ensemble's two
-free parameters would otherwise flatter it). The option that `synthesis.select` ranks first on those out-of-fold
-scores ships, with ``w`` and ``T`` then fitted on all validation rows. A network trained against label-smoothed
+out-of-fold log-probabilities: of every labelled row where the network was also trained on the floor's folds
+(`synthesis.folds`), else of the validation rows (the floor's are out-of-fold there too, from its
+cross-validation). The ensemble's logits are ``(w * floor + (1 - w) * network) / T``, ``w`` from :data:`WEIGHTS` and
+the temperature ``T`` from :data:`TEMPERATURES` (a weighted average of the members' log-probabilities; temperature
+scaling: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017). Each option (network alone, floor alone,
+ensemble) is scored by cross-fitting on those rows: its ``w`` and ``T`` are chosen by log-loss on k - 1 folds and
+scored on the fold left out, so the rows that choose between the options never also fitted what they choose (the
+ensemble's two free parameters would otherwise flatter it). The option that `synthesis.select` ranks first on those
+scores ships, with ``w`` and ``T`` then fitted on all of the rows. A network trained against label-smoothed
 targets is less sure of itself by design; its own temperature keeps that from deciding the comparison.
 Averaging models whose errors differ — a linear model over sparse n-grams and a network over word sequences —
 is the most reliable gain of AutoML systems (Erickson et al., "AutoGluon-Tabular", 2020, weighted ensembles;
@@ -16,7 +17,8 @@ Caruana et al., "Ensemble Selection from Libraries of Models", ICML 2004). The e
 members side by side, their output layers scaled by their weights, then summed), so it exports to one ONNX graph.
 
 Whatever ships is delivered fitted on all training and validation rows: the floor refitted with its form and C, the
-network trained again for the epochs validation kept (`synthesis.final.refit_network`).
+network as the average of the folds' networks (each trained on all rows but one fold's) where they fit the dense
+text model's parameters, else trained again for the epochs validation kept (`synthesis.final.refit_network`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,9 @@ import numpy as np
 
 from core.analysis import analyse
 from core.data import Dataset
-from core.evaluation import predict_proba
-from core.model import build
 from synthesis import select, space
-from synthesis.floor import refit_variables, val_log_proba
+from synthesis.floor import labelled, refit_variables, val_log_proba
+from synthesis.folds import FoldNetworks, floor_params, probabilities_log, spec_proba
 from synthesis.linear import LinearFit, folds, scores
 from synthesis.progress import Reporter
 from synthesis.space.text import ensemble, member_prefix
@@ -47,8 +48,7 @@ OPTIONS = {"network": (0.0,), "floor": (1.0,), "ensemble": WEIGHTS}
 
 def log_proba(trial: Trial, variables: dict[str, Any], info: space.SpaceInfo, x: np.ndarray) -> np.ndarray:
     """The network's log-probabilities [rows, classes] on `x`."""
-    proba = predict_proba(build(space.to_spec(trial.candidate, info)), variables, x)
-    return np.log(np.maximum(proba.astype(np.float64), 1e-12))
+    return probabilities_log(spec_proba(space.to_spec(trial.candidate, info), variables, x))
 
 
 def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
@@ -95,12 +95,15 @@ Weights = dict[str, Any]
 
 def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: Weights,
            info: space.SpaceInfo, data: Dataset, reporter: Reporter, seed: int = 0,
-           refit: Callable[[], Weights | None] | None = None) -> tuple[Trial, Weights, Weights]:
-    """The trial to deliver, its weights as validated (what was chosen on the validation rows) and its weights as
-    delivered: `winner`'s unless the floor or an ensemble of the two ranks first on the validation rows' out-of-fold
-    scores (an ensemble trial is appended to `trials`). Whatever ships is delivered fitted on all rows: the floor
-    refitted, and `winner`'s network as `refit` trains it again (its validated weights where `refit` gives None).
-    Without a floor, `winner` as `refit` delivers it."""
+           refit: Callable[[], Weights | None] | None = None, folded: FoldNetworks | None = None
+           ) -> tuple[Trial, Weights, Weights]:
+    """The trial to deliver, its weights as validated (what was chosen on held-out rows) and its weights as
+    delivered: `winner`'s unless the floor or an ensemble of the two ranks first on out-of-fold scores (an ensemble
+    trial is appended to `trials`). The scores are those of every labelled row when `folded` holds the network's
+    fold runs (`synthesis.folds`), else of the validation rows. Whatever ships is delivered fitted on all rows: the
+    floor refitted, and the network as the average of the folds' networks where they fit (`folded.shipped` is then
+    set), else as `refit` trains it again (its validated weights where `refit` gives None). Without a floor, `winner`
+    as `refit` delivers it."""
     def network() -> Weights:
         again = refit() if refit is not None else None
         return variables if again is None else again
@@ -111,32 +114,47 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     floor_trial, linear_fit = floor
     if winner is floor_trial:
         return winner, variables, _refitted(linear_fit, info, data, reporter)
-    y = data.y_val
-    net = log_proba(winner, variables, info, data.x_val)
-    lin = val_log_proba(linear_fit, data)
+    if folded is not None:
+        y, net, lin = labelled(data)[1], folded.held_out, linear_fit.held_out
+    else:
+        y, net, lin = data.y_val, log_proba(winner, variables, info, data.x_val), val_log_proba(linear_fit, data)
     held_out = {k: out_of_fold(net, lin, y, weights, seed) for k, weights in OPTIONS.items()}
     best = select.rank(list(held_out), lambda k: held_out[k], len(y))[0]
     weight, temperature = fit_weight(net, lin, y, OPTIONS[best])
+    beside = floor_params(linear_fit) if best == "ensemble" else 0
+    fold_nets = folded.fitting(info, winner.candidate, beside) if folded is not None and best != "floor" else 0
     reporter.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
                                 "temperature": round(temperature, 4), "chosen": best,
+                                "scored_on": "folds" if folded is not None else "validation", "rows": len(y),
+                                "fold_networks": fold_nets,
                                 **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
-    if best == "network":
-        return winner, variables, network()
     if best == "floor":
         return floor_trial, fitted_variables, _refitted(linear_fit, info, data, reporter)
-    accuracy, loss = held_out["ensemble"]
-    scales = [weight / temperature, (1 - weight) / temperature]  # its probabilities as calibrated on validation
-    members = [floor_trial.candidate, winner.candidate]
+    if best == "network" and not fold_nets:
+        return winner, variables, network()
+    members, parts, scales = [], [], []
+    if best == "ensemble":  # its probabilities as calibrated out of fold
+        members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, reporter)], \
+            [weight / temperature]
+    nets = list(folded.variables[:fold_nets]) if folded is not None and fold_nets else [network()]
+    members += [winner.candidate] * len(nets)
+    parts += nets
+    scales += [(1 - weight) / (1.0 if best == "network" else temperature) / len(nets)] * len(nets)
+    if fold_nets and folded is not None:
+        folded.shipped = True
+    accuracy, loss = held_out[best]
+    label = f"{floor_trial.candidate.id}+" if best == "ensemble" else ""
     candidate = space.Candidate(ensemble([m.arch for m in members], scales), winner.candidate.hparams,
-                                f"ensemble:{floor_trial.candidate.id}+{winner.candidate.id}")
+                                f"ensemble:{label}{winner.candidate.id}" + (f"*{len(nets)}" if fold_nets else ""))
     spec = space.to_spec(candidate, info)
     outputs = [space.to_spec(m, info).output for m in members]
-    validated = combined([fitted_variables, variables], scales, outputs)
-    delivered = combined([_refitted(linear_fit, info, data, reporter), network()], scales, outputs)
+    delivered = combined(parts, scales, outputs)
+    validated = delivered if fold_nets else combined([fitted_variables, variables], scales, outputs)
     size = analyse(spec)
     trial = Trial(len(trials), candidate, params=size.params, macs=size.macs, status="completed",
-                  curve=[accuracy], predicted=accuracy, latency_ms=floor_trial.latency_ms + winner.latency_ms,
+                  curve=[accuracy], predicted=accuracy,
+                  latency_ms=(floor_trial.latency_ms if best == "ensemble" else 0.0) + winner.latency_ms * len(nets),
                   result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=validated))
     trials.append(trial)
     reporter.event("candidate", trial.to_dict())

@@ -20,10 +20,11 @@ from core.evaluation import evaluate
 from core.model import build
 from core.spec import Spec
 from core.train_config import TrainConfig
-from synthesis import select, space
+from synthesis import folds, select, space
 from synthesis.augment import flip_test
 from synthesis.budget import Budget
 from synthesis.floor import labelled
+from synthesis.linear import FOLDS
 from synthesis.pace import FINAL_MARGIN
 from synthesis.progress import Cancelled, OutOfTime, Reporter
 from synthesis.reports import Snapshots
@@ -34,6 +35,9 @@ VALIDATED_SHARE = 0.45
 """The share of the final training's time a text network's validated run plans for; the rest is for its refit on the
 training and validation rows (`refit_network`): at most as many epochs, on about a ninth more rows. Not tuned on a
 set."""
+FOLDED_SHARE = 1 / (FOLDS + 1)
+"""The share a text network's validated run plans for when the folds follow it (`synthesis.folds`): one run's time
+for it, the rest for the folds' networks, each about as long."""
 
 
 def refits(info: space.SpaceInfo) -> bool:
@@ -114,7 +118,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
     `flip` (`flips`)."""
     refit = refits(info)
     rows = refit_rows(data) if refit else data
-    share = 1.0 if refit else VALIDATED_SHARE  # the rest: the text network's refit
+    share = 1.0 if refit else FOLDED_SHARE if folds.planned(search, data) else VALIDATED_SHARE  # the rest: a refit
     for winner in (t for t in ranked(search) if not space.is_fitted(t.candidate)):  # the floor needs no training
         end, most = budget.final_end(), 10 * search.config.horizon  # small data: hundreds of epochs fit
         if budget.reproducible:

@@ -1,0 +1,139 @@
+"""Text networks scored on folds of the labelled rows, and delivered as the average of the folds' networks.
+
+Below :data:`FOLD_ROWS` labelled rows, the validation rows (a tenth of them) choose between the network, the linear
+floor and their ensemble too noisily, and fit the ensemble's weight on few rows. So the network that won the final
+training is trained again, from a fresh start, on each of the floor's k folds of the training and validation rows
+(the recipe of its validated run, for the epochs its search trial and validated run kept together): every labelled
+row then has a network's prediction from a network that did not train on it, beside the floor's out-of-fold one,
+and `synthesis.ensemble` chooses and weighs on all of them (stacking on out-of-fold predictions: Wolpert, "Stacked
+Generalization", 1992). Each fold's network trained on (k-1)/k of the rows; their average ships where it fits the
+dense text model's parameters (bagging: Breiman, "Bagging Predictors", 1996), else the network refitted on all
+rows (`synthesis.final.refit_network`) does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from core.analysis import analyse
+from core.data import Dataset
+from core.evaluation import predict_proba
+from core.model import build
+from core.train_config import TrainConfig
+from synthesis import space
+from synthesis.budget import Budget
+from synthesis.floor import labelled
+from synthesis.linear import LinearFit, folds, scores
+from synthesis.progress import Reporter
+from synthesis.search import Search
+from synthesis.space.text import MODEL_PARAMS
+from synthesis.trial import TrialResult, run_trial
+
+if TYPE_CHECKING:
+    from synthesis.final import Final
+
+FOLD_ROWS = 20_000
+"""The most labelled rows whose networks are scored on folds; above it the validation rows are many enough. Not tuned
+on a set: the issue's bound."""
+
+
+def planned(search: Search, data: Dataset) -> bool:
+    """Whether the final training of `search`'s text network is to be followed by the folds: a floor fitted on these
+    rows (not on a sample) and at most FOLD_ROWS labelled rows."""
+    rows = len(data.y_train) + len(data.y_val)
+    return search.floor is not None and rows <= FOLD_ROWS and len(search.floor[1].held_out) == rows
+
+
+@dataclass
+class FoldNetworks:
+    """A network's out-of-fold log-probabilities [labelled rows, classes] (training rows, then validation rows), each
+    fold's weights, the seconds they took, and whether their average ships (set by `synthesis.ensemble`)."""
+
+    held_out: np.ndarray
+    variables: list[dict[str, Any]]
+    seconds: float
+    shipped: bool = False
+
+    def fitting(self, info: space.SpaceInfo, network: space.Candidate, beside: int) -> int:
+        """How many of the folds' networks fit in a dense text model beside `beside` parameters (the floor's, or
+        none): 0 when fewer than two do (then one network refitted on all rows ships instead)."""
+        params = analyse(space.to_spec(network, info)).params
+        fit = min(len(self.variables), (MODEL_PARAMS - beside) // max(params, 1))
+        return fit if fit >= 2 else 0
+
+
+def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
+                reporter: Reporter, seed: int) -> FoldNetworks | None:
+    """`final`'s network trained afresh on each of the floor's folds of the labelled rows, with the recipe and for the
+    epochs of its `recipe`; None — the validation rows decide — above FOLD_ROWS rows, without a floor fitted on these
+    rows, when the folds do not fit the final training's time (or epochs) left, or when a fold's run does not
+    complete."""
+    run, schedule, searched = recipe(final)
+    if final.refit or run is None or schedule is None or run.best_epoch < 1 or not planned(search, data) \
+            or space.is_fitted(final.winner.candidate):
+        return None
+    x, y = labelled(data)
+    epochs, splits, end = searched + run.best_epoch, folds(y, seed), budget.final_end()
+    event: dict[str, Any] = {"candidate": final.winner.candidate.id, "folds": len(splits), "epochs": epochs,
+                             "rows": len(y)}
+    time_limit = None if budget.reproducible else budget.left(end)
+    row_epoch_s = run.seconds / max(run.epochs, 1) / max(len(data.x_train), 1)
+    needs = run.compile_s + sum(epochs * row_epoch_s * len(train) for train, _ in splits)
+    if budget.epochs_left(end) < epochs * len(splits) if time_limit is None else time_limit < needs:
+        left, need = ((f"{budget.epochs_left(end)} epochs", f"{epochs * len(splits)} epochs") if time_limit is None
+                      else (f"{time_limit:.1f} s", f"about {needs:.1f} s"))
+        reporter.event("folds", {**event, "status": "skipped",
+                                 "reason": f"the folds do not fit what is left ({left}; they need {need})"})
+        return None
+    spec = space.to_spec(final.winner.candidate, info)
+    held_out, nets, start = np.zeros((len(y), info.num_classes)), [], time.perf_counter()
+    for i, (train, test) in enumerate(splits):
+        config = replace(schedule, epochs=epochs, seed=schedule.seed + 1 + i, keep_last=True, until_deadline=False,
+                         time_limit_s=None if time_limit is None else budget.left(end))
+        out = run_trial(spec, config, Dataset(x[train], y[train], x[test], y[test]), lambda _curve: True,
+                        on_epoch=lambda _curve: search.tick(), check=search.tick)
+        budget.spend_epochs(out.epochs)
+        if out.variables is None or out.status != "completed":
+            reporter.event("folds", {**event, "status": out.status, "fold": i, "reason": out.reason or out.status})
+            return None
+        held_out[test] = probabilities_log(spec_proba(spec, out.variables, x[test]))
+        nets.append(out.variables)
+    accuracy, loss = scores(held_out, y)
+    seconds = time.perf_counter() - start
+    reporter.event("folds", {**event, "status": "completed", "seconds": round(seconds, 1),
+                             "accuracy": round(accuracy, 6), "loss": round(loss, 6),
+                             "fold_accuracy": [round(scores(held_out[t], y[t])[0], 6) for _, t in splits]})
+    return FoldNetworks(held_out, nets, seconds)
+
+
+def recipe(final: Final) -> tuple[TrialResult | None, TrainConfig | None, int]:
+    """The run whose kept epochs the folds' networks train for, its recipe, and the epochs before it (those of the
+    search trial it continued): `final`'s validated final run where its weights were kept, else the search trial
+    whose weights ship, with its own recipe. Both trained on the training rows."""
+    trial = final.winner.result
+    if final.validated is not None and final.schedule is not None:
+        before = trial.best_epoch if final.start is not None and trial is not None else 0
+        return final.validated, final.schedule, before
+    if trial is None:
+        return None, None, 0
+    return trial, final.winner.candidate.hparams.to_train_config(epochs=max(trial.best_epoch, 1), seed=10_000,
+                                                                 patience=None, time_limit_s=None), 0
+
+
+def floor_params(floor: LinearFit) -> int:
+    """The floor's parameters in an ensemble: one weight per bag id and class, and the intercepts."""
+    return int(floor.coef.size + floor.intercept.size)
+
+
+def spec_proba(spec: Any, variables: dict[str, Any], x: np.ndarray) -> np.ndarray:
+    """The class probabilities [rows, classes] of the network `spec` with `variables` on `x`."""
+    return np.asarray(predict_proba(build(spec), variables, x))
+
+
+def probabilities_log(proba: np.ndarray) -> np.ndarray:
+    """Log-probabilities, floored at 1e-12."""
+    return np.log(np.maximum(proba.astype(np.float64), 1e-12))
