@@ -14,6 +14,7 @@ WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY core ./core
 COPY synthesis ./synthesis
+COPY infra ./infra
 COPY store ./store
 COPY workers ./workers
 COPY api ./api

@@ -13,14 +13,12 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from domain.errors import InsufficientStorage, InvalidKey, NotFound
-
-if TYPE_CHECKING:
-    from store.settings import Settings
+from infra.settings import Settings, blob_url_kind
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHUNK = 1024 * 1024
@@ -63,21 +61,6 @@ class BlobStore(Protocol):
     def exists(self, key: str) -> bool:
         """Whether a blob is stored under `key`."""
         ...
-
-
-def blob_url_kind(url: str) -> str:
-    """'file' or 's3': the store a NETSYNTH_BLOB_URL names (empty: NETSYNTH_BLOB_DIR; a bare path or file:///path:
-    that folder; s3://bucket/prefix); ValueError for anything else."""
-    parts = urlsplit(url)
-    if parts.scheme == "s3":
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", parts.netloc):
-            raise ValueError(f"{url!r} names no valid bucket: use s3://bucket/prefix")
-        return "s3"
-    if parts.scheme == "file" and parts.netloc in {"", "localhost"} and parts.path:
-        return "file"
-    if not url or (not parts.scheme and not parts.netloc):
-        return "file"
-    raise ValueError(f"{url!r} is not a blob store URL: use a path, file:///path or s3://bucket/prefix")
 
 
 def make_blob_store(settings: Settings) -> BlobStore:

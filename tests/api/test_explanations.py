@@ -17,12 +17,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.routes.explanations import MAX_EXPLAIN_BYTES
 from api.schemas.explanations import MODALITIES, MethodName
+from infra.broker import EXPLAIN, filesystem_dir
+from infra.settings import Settings
 from store.apikeys import create_api_key
-from store.broker import EXPLAIN, filesystem_dir
 from store.db import session_scope
 from store.explanations import INPUT, fail_explanation, finish_explanation, image
 from store.models import Job, Report, TrainedModel, User
-from store.settings import Settings
 from synthesis.explain import METHODS
 from tests.api.conftest import Account, assert_problem
 from tests.datasets import png_bytes

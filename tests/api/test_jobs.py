@@ -16,13 +16,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.routes.jobs import BROKER_DOWN
 from domain.rules import DEFAULT_TOLERANCE
+from infra.broker import SYNTHESIZE, filesystem_dir, time_limits
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.base import utcnow
-from store.broker import SYNTHESIZE, filesystem_dir, time_limits
 from store.db import session_scope
 from store.jobs import transition
 from store.models import DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.store.factories import make_dataset, make_job, make_user
 

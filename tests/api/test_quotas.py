@@ -12,11 +12,11 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import transition
 from store.models import DatasetStatus, Job, JobState, User
 from store.quotas import set_quota
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, write_image_zip

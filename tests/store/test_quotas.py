@@ -9,11 +9,11 @@ import pytest
 from sqlalchemy.orm import Session
 
 from domain.errors import QuotaExceeded
+from infra.settings import Settings
 from store.base import utcnow
 from store.jobs import transition
 from store.models import Job, JobState, User
 from store.quotas import WINDOW, check_job, check_storage, set_quota, usage
-from store.settings import Settings
 from tests.store.factories import make_dataset, make_job, make_user
 
 SETTINGS = Settings(max_active_jobs_per_user=2, device_seconds_per_30_days=10_000, storage_bytes_per_user=5_000)
