@@ -1,5 +1,5 @@
-"""Blob storage (dataset files, trial weights): a small interface, a filesystem implementation, and the factory
-choosing it or the S3 one (`store.s3blobs`) by `NETSYNTH_BLOB_URL`."""
+"""Blob storage (dataset files, trial weights): a small interface and a filesystem implementation; the S3 one is
+`store.s3blobs`, and `store.blobstores.make_blob_store` chooses between them by `NETSYNTH_BLOB_URL`."""
 
 from __future__ import annotations
 
@@ -14,11 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from domain.errors import InsufficientStorage, InvalidKey, NotFound
-from infra.settings import Settings, blob_url_kind
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHUNK = 1024 * 1024
@@ -61,20 +58,6 @@ class BlobStore(Protocol):
     def exists(self, key: str) -> bool:
         """Whether a blob is stored under `key`."""
         ...
-
-
-def make_blob_store(settings: Settings) -> BlobStore:
-    """The blob store the settings name: `blob_url` (s3://bucket/prefix, with `s3_endpoint_url` for a compatible
-    server and a local cache of `blob_cache_bytes` under `blob_dir`; file:///path or a path), else `blob_dir`."""
-    url = settings.blob_url
-    if blob_url_kind(url) == "s3":
-        from store.s3blobs import S3BlobStore
-
-        return S3BlobStore.from_url(url, scratch=settings.blob_dir, cache_bytes=settings.blob_cache_bytes,
-                                    endpoint_url=settings.s3_endpoint_url or None)
-    if url.startswith("file:"):
-        return FileBlobStore(url2pathname(urlsplit(url).path))
-    return FileBlobStore(url or settings.blob_dir)
 
 
 def validate_key(key: str) -> str:

@@ -14,7 +14,7 @@ from celery import Task, signals
 
 from infra.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
 from infra.settings import Settings
-from store.blobs import make_blob_store
+from store.blobstores import make_blob_store
 from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
 from workers.app import app

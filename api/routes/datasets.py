@@ -29,7 +29,8 @@ from domain.errors import (
 )
 from domain.ingest import inspect_file
 from infra.settings import Settings
-from store.blobs import BlobStore, make_blob_store
+from store.blobs import BlobStore
+from store.blobstores import make_blob_store
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
 from store.quotas import check_storage

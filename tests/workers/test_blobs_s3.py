@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from infra.settings import Settings
-from store.blobs import make_blob_store
+from store.blobstores import make_blob_store
 from store.s3blobs import S3BlobStore
 from tests.store.s3server import S3Server
 from workers.context import Context
