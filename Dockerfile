@@ -13,10 +13,13 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY core ./core
+COPY domain ./domain
 COPY synthesis ./synthesis
+COPY infra ./infra
 COPY store ./store
 COPY workers ./workers
 COPY api ./api
+COPY netsynth ./netsynth
 COPY migrations ./migrations
 COPY --from=dashboard /frontend/dist ./frontend/dist
 RUN pip install --upgrade pip && pip install -e ".${EXTRAS:+[$EXTRAS]}"

@@ -17,8 +17,8 @@ from api.metrics import install_metrics, record_request
 from api.openapi import install_problem_schema
 from api.routes import datasets, explanations, health, jobs, me, models, reports, samples, search, session
 from api.tasks import make_sender
+from infra.settings import Settings
 from store.db import make_engine, make_session_factory
-from store.settings import Settings
 
 API_PREFIX = "/api/v1"
 PROBES = frozenset({API_PREFIX + health.PATH, METRICS_PATH})

@@ -19,12 +19,12 @@ from sqlalchemy.orm import Session
 
 from api.predict_cli import add_predict_parser
 from domain.errors import StoreError
+from infra.settings import Settings
 from store import migrate
 from store.apikeys import create_api_key
 from store.db import make_engine, make_session_factory, session_scope
 from store.models import User
 from store.quotas import QUOTA_COLUMNS, Quota, set_quota, usage
-from store.settings import Settings
 from store.users import all_users, disable_user, enable_user, user_by_email
 
 USAGE_ERROR = 2

@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
 from domain.errors import RateLimited
+from infra.ratelimit import RateLimiter, make_limiter
+from infra.settings import Settings
 from store.apikeys import find_api_key
 from store.db import session_scope
 from store.models import ApiKey, User, WebSession
-from store.ratelimit import RateLimiter, make_limiter
 from store.sessions import csrf_matches, find_session
-from store.settings import Settings
 
 SESSION_COOKIE = "netsynth_session"
 """The cookie that carries a browser's session token."""

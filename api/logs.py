@@ -19,7 +19,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import problem_for
-from store.logs import Field, log_context, setup_logging
+from infra.logs import Field, log_context, setup_logging
 
 REQUEST_ID = "X-Request-ID"
 _VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")

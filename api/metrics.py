@@ -33,9 +33,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from store.broker import QUEUES, filesystem_dir, is_redis
+from infra.broker import QUEUES, filesystem_dir, is_redis
+from infra.settings import Settings
 from store.models import Candidate, CandidateStatus, Job, JobEvent, JobState, TrialState, TrialTask
-from store.settings import Settings
 
 PATH = "/metrics"
 """Where the metrics are served (outside the API's prefix, where scrapers look by default)."""

@@ -14,7 +14,7 @@ from api.inference import SessionCache
 from domain.errors import InvalidInput
 from domain.ingest import Inputs, load_inputs
 from domain.package import Package, image_shape, network_input, read_package, resize_policy
-from store.settings import Settings
+from infra.settings import Settings
 
 DEFAULT_BATCH = 256
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from celery import Celery
 
-from store.broker import celery_config, enqueue_explain, enqueue_synthesize
-from store.settings import Settings
+from infra.broker import celery_config, enqueue_explain, enqueue_synthesize
+from infra.settings import Settings
 
 __all__ = ["enqueue_explain", "enqueue_synthesize", "make_sender"]
 

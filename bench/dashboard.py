@@ -29,11 +29,11 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 
+from infra.settings import Settings  # noqa: E402
 from store.apikeys import create_api_key  # noqa: E402
 from store.db import make_engine, make_session_factory, session_scope  # noqa: E402
 from store.migrate import upgrade  # noqa: E402
 from store.models import User  # noqa: E402
-from store.settings import Settings  # noqa: E402
 from tests.datasets import digits_arrays, write_image_zip  # noqa: E402
 from tests.workers.service import ApiServer  # noqa: E402
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import func, select  # noqa: E402
 
+from infra.settings import Settings  # noqa: E402
 from store.models import Candidate, Dataset, JobEvent, Report  # noqa: E402
-from store.settings import Settings  # noqa: E402
 from tests.datasets import digits_arrays, write_image_zip  # noqa: E402
 from tests.store.conftest import _fresh_pg_database, _pg_reason  # noqa: E402
 from tests.workers.conftest import REDIS, Digits, Keys, make_keys  # noqa: E402

@@ -43,8 +43,8 @@ import psycopg  # noqa: E402
 import redis  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from infra.settings import Settings  # noqa: E402
 from store.migrate import upgrade  # noqa: E402
-from store.settings import Settings  # noqa: E402
 from tests.datasets import digits_arrays, write_image_zip  # noqa: E402
 from tests.store.conftest import _fresh_pg_database, _pg_reason  # noqa: E402
 from tests.workers.conftest import REDIS, make_keys  # noqa: E402

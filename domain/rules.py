@@ -18,6 +18,9 @@ MIN_BUDGET_SECONDS = 10
 MAX_BUDGET_SECONDS = 16 * 3600 * 4
 """The largest budget a job may be given in seconds: four times the default high tier."""
 
+MAX_ATTEMPTS = 3
+"""How many attempts a job gets by default (`NETSYNTH_MAX_ATTEMPTS`): each begins when a worker claims it."""
+
 DEFAULT_TOLERANCE = 0.005
 """Validation accuracy a compressed model may lose when the user sets none: 0.5 percentage points (where one
 validation row is worth more, one row if the validation loss does not rise:

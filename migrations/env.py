@@ -8,9 +8,9 @@ from alembic import context
 from sqlalchemy import Connection
 
 import store.models  # noqa: F401  (registers every table on the metadata)
+from infra.settings import Settings
 from store.base import Base, UTCDateTime
 from store.db import make_engine
-from store.settings import Settings
 
 config = context.config
 target_metadata = Base.metadata

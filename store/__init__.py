@@ -1,1 +1,1 @@
-"""netsynth store: persistence (database models, migrations, blob storage) and settings."""
+"""netsynth store: persistence (database models, migrations, blob storage); its settings come from `infra`."""

@@ -1,5 +1,5 @@
-"""Blob storage (dataset files, trial weights): a small interface, a filesystem implementation, and the factory
-choosing it or the S3 one (`store.s3blobs`) by `NETSYNTH_BLOB_URL`."""
+"""Blob storage (dataset files, trial weights): a small interface and a filesystem implementation; the S3 one is
+`store.s3blobs`, and `store.blobstores.make_blob_store` chooses between them by `NETSYNTH_BLOB_URL`."""
 
 from __future__ import annotations
 
@@ -13,14 +13,9 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol, runtime_checkable
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from domain.errors import InsufficientStorage, InvalidKey, NotFound
-
-if TYPE_CHECKING:
-    from store.settings import Settings
 
 _KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CHUNK = 1024 * 1024
@@ -63,35 +58,6 @@ class BlobStore(Protocol):
     def exists(self, key: str) -> bool:
         """Whether a blob is stored under `key`."""
         ...
-
-
-def blob_url_kind(url: str) -> str:
-    """'file' or 's3': the store a NETSYNTH_BLOB_URL names (empty: NETSYNTH_BLOB_DIR; a bare path or file:///path:
-    that folder; s3://bucket/prefix); ValueError for anything else."""
-    parts = urlsplit(url)
-    if parts.scheme == "s3":
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", parts.netloc):
-            raise ValueError(f"{url!r} names no valid bucket: use s3://bucket/prefix")
-        return "s3"
-    if parts.scheme == "file" and parts.netloc in {"", "localhost"} and parts.path:
-        return "file"
-    if not url or (not parts.scheme and not parts.netloc):
-        return "file"
-    raise ValueError(f"{url!r} is not a blob store URL: use a path, file:///path or s3://bucket/prefix")
-
-
-def make_blob_store(settings: Settings) -> BlobStore:
-    """The blob store the settings name: `blob_url` (s3://bucket/prefix, with `s3_endpoint_url` for a compatible
-    server and a local cache of `blob_cache_bytes` under `blob_dir`; file:///path or a path), else `blob_dir`."""
-    url = settings.blob_url
-    if blob_url_kind(url) == "s3":
-        from store.s3blobs import S3BlobStore
-
-        return S3BlobStore.from_url(url, scratch=settings.blob_dir, cache_bytes=settings.blob_cache_bytes,
-                                    endpoint_url=settings.s3_endpoint_url or None)
-    if url.startswith("file:"):
-        return FileBlobStore(url2pathname(urlsplit(url).path))
-    return FileBlobStore(url or settings.blob_dir)
 
 
 def validate_key(key: str) -> str:

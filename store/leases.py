@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from domain.rules import MAX_ATTEMPTS
 from store.base import utcnow
 from store.jobs import TERMINAL, append_event, transition
 from store.models import Job, JobState
@@ -30,9 +31,6 @@ class Outcome(enum.StrEnum):
     BUSY = "busy"  # another live worker holds the job: try again after `retry_after` seconds
     FAILED = "failed"  # the job's earlier attempts died and it may not run again (`restart_refused`): now failed
 
-
-MAX_ATTEMPTS = 3
-"""How many attempts a job gets by default (`NETSYNTH_MAX_ATTEMPTS`): each begins when a worker claims it."""
 
 RESTART_MIN_SHARE = 0.1
 """A restarted attempt runs only while at least this share of the job's budget is left. Each attempt gets what

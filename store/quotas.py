@@ -17,10 +17,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from domain.errors import QuotaExceeded
+from infra.settings import Settings
 from store.base import utcnow
 from store.jobs import TERMINAL
 from store.models import Dataset, Job, User
-from store.settings import Settings
 
 WINDOW = timedelta(days=30)
 """How far back device time counts."""

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("core", "domain", "synthesis", "store", "workers", "api", "netsynth")
+PACKAGES = ("core", "domain", "synthesis", "infra", "store", "workers", "api", "netsynth")
 ALLOWED = {
     "core": set(),
     "domain": set(),  # the product's rules and formats, beneath everything but the engine's core
     "synthesis": {"core", "domain"},
-    "store": {"domain"},
-    "workers": {"core", "domain", "synthesis", "store"},
-    "api": {"domain", "store", "netsynth"},  # the `netsynth` command hands its remote commands to the client
+    "infra": {"domain"},  # settings, logging, the broker's configuration, rate limits: shared by the service
+    "store": {"domain", "infra"},
+    "workers": {"core", "domain", "synthesis", "infra", "store"},
+    "api": {"domain", "infra", "store", "netsynth"},  # the `netsynth` command hands its remote commands to the client
     "netsynth": set(),  # the Python client: nothing of the server
 }
 

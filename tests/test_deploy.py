@@ -71,7 +71,7 @@ def test_worker_reserves_gpus_and_serves_the_gpu_queue() -> None:
 
 def test_dockerfile_installs_every_package_the_services_run() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for folder in ("core", "synthesis", "store", "workers", "api", "migrations"):
+    for folder in ("core", "domain", "synthesis", "infra", "store", "workers", "api", "netsynth", "migrations"):
         assert f"COPY {folder} ./{folder}" in dockerfile
     assert "alembic.ini" in dockerfile
 

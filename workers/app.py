@@ -13,9 +13,9 @@ from typing import Any
 
 from celery import Celery, signals
 
-from store.broker import celery_config
-from store.logs import configure_worker_logging
-from store.settings import Settings
+from infra.broker import celery_config
+from infra.logs import configure_worker_logging
+from infra.settings import Settings
 
 
 def make_app(settings: Settings | None = None) -> Celery:

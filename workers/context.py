@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from infra.settings import Settings
 from store.blobs import BlobStore
-from store.settings import Settings
 
 HOST = socket.gethostname()
 

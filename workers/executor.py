@@ -20,7 +20,7 @@ from typing import Any
 from celery import Celery
 from sqlalchemy import select, update
 
-from store.broker import TRIAL, enqueue_trial, filesystem_dir
+from infra.broker import TRIAL, enqueue_trial, filesystem_dir
 from store.db import session_scope
 from store.models import TrialState, TrialTask
 from synthesis.executor import TrialReport, TrialRequest

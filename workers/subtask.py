@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from infra.logs import log_context
 from store.base import utcnow
 from store.db import session_scope
-from store.logs import log_context
 from store.models import Dataset, Job, JobState, TrialState, TrialTask
 from workers.context import Context
 

@@ -92,7 +92,7 @@ class CliError(Exception):
 
 
 def _budget_seconds(text: str | None, samples: int) -> float:
-    from store.settings import Settings
+    from infra.settings import Settings
 
     text = text or tier_for(samples)
     if text in TIERS:

@@ -12,11 +12,11 @@ from typing import Any
 
 from celery import Task, signals
 
-from store.blobs import make_blob_store
-from store.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
+from infra.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
+from infra.settings import Settings
+from store.blobstores import make_blob_store
 from store.db import make_engine, make_session_factory, session_scope
 from store.leases import abandoned, hand_over
-from store.settings import Settings
 from workers.app import app
 from workers.context import Context, worker_identity, worker_name
 from workers.runner import Busy, run_job

@@ -28,11 +28,12 @@ from domain.errors import (
     QuotaExceeded,
 )
 from domain.ingest import inspect_file
-from store.blobs import BlobStore, make_blob_store
+from infra.settings import Settings
+from store.blobs import BlobStore
+from store.blobstores import make_blob_store
 from store.jobs import TERMINAL
 from store.models import Dataset, DatasetStatus, Job, Modality, User
 from store.quotas import check_storage
-from store.settings import Settings
 
 router = APIRouter(route_class=ProblemRoute, prefix="/datasets", tags=["datasets"])
 _RESIZE = re.compile(r"^\s*(\d{1,4})\s*[x,]\s*(\d{1,4})\s*$")

@@ -22,11 +22,11 @@ from api.schemas.jobs import BudgetSeconds, JobCreate, JobEventOut, JobModel, Jo
 from api.tasks import enqueue_synthesize
 from domain.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from domain.rules import DEFAULT_TOLERANCE, tier_for
+from infra.settings import Settings
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
 from store.models import VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
 from store.quotas import check_job
-from store.settings import Settings
 
 router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 

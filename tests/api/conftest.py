@@ -12,11 +12,11 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.db import session_scope
 from store.migrate import upgrade
 from store.models import User
-from store.settings import Settings
 from tests import nets
 from tests.nets import Net
 from tests.store.conftest import empty_db_url, pg_skip_reason, s3_server

@@ -28,13 +28,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from domain.ingest.resize import CENTRE_CROP
 from domain.package import LABELS, ONNX
+from infra.broker import filesystem_dir
+from infra.settings import Settings
 from store.apikeys import create_api_key
-from store.broker import filesystem_dir
 from store.db import session_scope
 from store.jobs import transition
 from store.migrate import upgrade
 from store.models import Job, JobState, TrainedModel
-from store.settings import Settings
 from tests.datasets import png_bytes, write_npz
 from tests.store.factories import make_user
 

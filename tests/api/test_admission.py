@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 from api.admission import UNBOUNDED_POOL_LIMIT, Admission, admission_limit
 from api.app import create_app
 from api.fanout import READERS
-from store.settings import Settings
+from infra.settings import Settings
 from tests.api.conftest import make_account
 from tests.datasets import digits_arrays, write_image_zip
 

@@ -13,8 +13,8 @@ from sqlalchemy import select
 
 from api.app import create_app
 from api.deps import SessionDep
+from infra.settings import Settings
 from store.models import User
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ from sqlalchemy import inspect, select
 
 from api.app import create_app
 from api.cli import main
+from infra.settings import Settings
 from store.db import make_engine, make_session_factory, session_scope
 from store.jobs import transition
 from store.models import Job, JobState, User
-from store.settings import Settings
 from tests.store.factories import make_job
 
 

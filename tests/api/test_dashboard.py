@@ -13,7 +13,7 @@ import pytest
 
 from api.app import create_app
 from api.dashboard import DEFAULT_DIR
-from store.settings import Settings
+from infra.settings import Settings
 from tests.api.conftest import Account, assert_problem
 
 pytestmark = pytest.mark.anyio

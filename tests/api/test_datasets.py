@@ -13,10 +13,10 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.db import session_scope
 from store.models import Dataset, Job, JobState
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.datasets import digits_arrays, png_bytes, write_image_zip, write_text_csv, write_zip
 from tests.store.factories import make_user

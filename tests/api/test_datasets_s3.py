@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
-from store.settings import Settings
+from infra.settings import Settings
 from tests.api.conftest import Account, assert_problem, make_account
 from tests.api.test_datasets import upload
 from tests.datasets import digits_arrays, write_image_zip

@@ -17,16 +17,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.routes.explanations import MAX_EXPLAIN_BYTES
 from api.schemas.explanations import MODALITIES, MethodName
+from infra.broker import EXPLAIN, filesystem_dir
+from infra.settings import Settings
 from store.apikeys import create_api_key
-from store.broker import EXPLAIN, filesystem_dir
 from store.db import session_scope
 from store.explanations import INPUT, fail_explanation, finish_explanation, image
 from store.models import Job, Report, TrainedModel, User
-from store.settings import Settings
 from synthesis.explain import METHODS
 from tests.api.conftest import Account, assert_problem
 from tests.datasets import png_bytes
-from tests.store.factories import make_job, make_user
+from tests.store.factories import make_model
 
 pytestmark = pytest.mark.anyio
 
@@ -36,10 +36,7 @@ PNG = png_bytes(np.arange(64, dtype=np.uint8).reshape(8, 8, 1))
 
 def _model(factory: sessionmaker[Session], owner: User | None, kind: str) -> TrainedModel:
     with session_scope(factory) as s:
-        model = TrainedModel(job_id=make_job(s, owner or make_user(s)).id, spec={}, weights=b"w", onnx=b"o",
-                             classes=["a", "b"], preprocessing=KINDS[kind], param_count=1, weights_bytes=1)
-        s.add(model)
-        s.flush()
+        model = make_model(s, owner, classes=["a", "b"], preprocessing=KINDS[kind])
     return model
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from store.settings import Settings
+from infra.settings import Settings
 
 COMMITTED = Path(__file__).resolve().parents[2] / "frontend" / "openapi.json"
 

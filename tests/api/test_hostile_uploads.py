@@ -29,8 +29,8 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from infra.settings import Settings
 from store.models import Dataset
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, patch_zip_header, png_bytes, write_npz, write_text_csv, write_zip

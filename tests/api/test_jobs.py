@@ -16,15 +16,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.routes.jobs import BROKER_DOWN
 from domain.rules import DEFAULT_TOLERANCE
+from infra.broker import SYNTHESIZE, filesystem_dir, time_limits
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.base import utcnow
-from store.broker import SYNTHESIZE, filesystem_dir, time_limits
 from store.db import session_scope
-from store.jobs import transition
 from store.models import DatasetStatus, Job, JobEvent, JobState, TrainedModel, User
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
-from tests.store.factories import make_dataset, make_job, make_user
+from tests.store.factories import make_job, make_user, ready_dataset, walk_job
 
 pytestmark = pytest.mark.anyio
 
@@ -37,14 +36,6 @@ def broker_dir(settings: Settings) -> Path:
     folder = filesystem_dir(settings.broker_url)
     assert folder is not None
     return folder
-
-
-def _ready_dataset(factory: sessionmaker[Session], owner: User, sample_count: int = 500,
-                   status: DatasetStatus = DatasetStatus.READY) -> uuid.UUID:
-    with session_scope(factory) as s:
-        ds = make_dataset(s, owner, name=f"ds-{uuid.uuid4().hex[:6]}")
-        ds.sample_count, ds.status = sample_count, status
-        return ds.id
 
 
 def _messages(broker_dir: Path) -> list[dict[str, Any]]:
@@ -68,17 +59,14 @@ def _job_in(factory: sessionmaker[Session], owner: User, state: JobState) -> uui
     """A job of `owner` walked from queued to `state` through the state machine."""
     with session_scope(factory) as s:
         job = make_job(s, owner)
-        path = {JobState.QUEUED: [], JobState.RUNNING: [JobState.RUNNING],
-                JobState.CANCELLED: [JobState.CANCELLED]}.get(state, [JobState.RUNNING, state])
-        for step in path:
-            transition(job, step, error="boom" if step is JobState.FAILED else None)
+        walk_job(job, state, error="boom")
         return job.id
 
 
 async def test_submit_commits_the_job_and_publishes_a_synthesize_message(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], broker_dir: Path
 ) -> None:
-    ds = _ready_dataset(factory, account.user)
+    ds = ready_dataset(factory, account.user)
     body = {"dataset_id": str(ds), "budget": "medium", "queue": "gpu",
             "constraints": {"max_params": 50_000, "max_latency_ms": 2.5}}
     r = await client.post("/api/v1/jobs", json=body, headers=account.auth)
@@ -107,7 +95,7 @@ async def test_submit_commits_the_job_and_publishes_a_synthesize_message(
 async def test_custom_seconds_and_the_default_queue(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], broker_dir: Path
 ) -> None:
-    ds = _ready_dataset(factory, account.user)
+    ds = ready_dataset(factory, account.user)
     r = await client.post("/api/v1/jobs", json={"dataset_id": str(ds), "budget": 900}, headers=account.auth)
     assert r.status_code == 201, r.text
     out = r.json()
@@ -121,7 +109,7 @@ async def test_the_compression_tolerance_is_stored_and_shown(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], broker_dir: Path,
     sent: float | None, stored: float,
 ) -> None:
-    body: dict[str, Any] = {"dataset_id": str(_ready_dataset(factory, account.user))}
+    body: dict[str, Any] = {"dataset_id": str(ready_dataset(factory, account.user))}
     if sent is not None:
         body["tolerance"] = sent
     r = await client.post("/api/v1/jobs", json=body, headers=account.auth)
@@ -137,7 +125,7 @@ async def test_the_compression_tolerance_is_stored_and_shown(
 async def test_an_omitted_budget_follows_the_dataset_size(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], samples: int, tier: str
 ) -> None:
-    ds = _ready_dataset(factory, account.user, sample_count=samples)
+    ds = ready_dataset(factory, account.user, sample_count=samples)
     r = await client.post("/api/v1/jobs", json={"dataset_id": str(ds)}, headers=account.auth)
     assert r.status_code == 201, r.text
     assert r.json()["budget_tier"] == tier
@@ -156,7 +144,7 @@ async def test_an_omitted_budget_follows_the_dataset_size(
 async def test_invalid_bodies_are_422_and_create_nothing(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], patch: dict[str, Any]
 ) -> None:
-    body = {"dataset_id": str(_ready_dataset(factory, account.user)), **patch}
+    body = {"dataset_id": str(ready_dataset(factory, account.user)), **patch}
     problem = assert_problem(await client.post("/api/v1/jobs", json=body, headers=account.auth), 422)
     assert problem["type"] == "urn:netsynth:problem:validation-error"
     with factory() as s:
@@ -169,7 +157,7 @@ async def test_invalid_bodies_are_422_and_create_nothing(
 async def test_non_finite_numbers_and_broken_json_are_422(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], raw: str
 ) -> None:
-    content = raw % _ready_dataset(factory, account.user)
+    content = raw % ready_dataset(factory, account.user)
     r = await client.post("/api/v1/jobs", content=content, headers=account.auth | {"content-type": "application/json"})
     assert_problem(r, 422)
 
@@ -179,7 +167,7 @@ async def test_another_users_dataset_is_404_like_a_missing_one(
 ) -> None:
     with session_scope(factory) as s:
         them = make_user(s)
-    theirs = _ready_dataset(factory, them)
+    theirs = ready_dataset(factory, them)
     missing = uuid.uuid4()
     for ds in (theirs, missing):
         r = await client.post("/api/v1/jobs", json={"dataset_id": str(ds)}, headers=account.auth)
@@ -192,7 +180,7 @@ async def test_another_users_dataset_is_404_like_a_missing_one(
 async def test_a_dataset_that_is_not_ready_is_409(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session], status: DatasetStatus
 ) -> None:
-    ds = _ready_dataset(factory, account.user, status=status)
+    ds = ready_dataset(factory, account.user, status=status)
     problem = assert_problem(await client.post("/api/v1/jobs", json={"dataset_id": str(ds)}, headers=account.auth), 409)
     assert status.value in str(problem["detail"])
 
@@ -200,7 +188,7 @@ async def test_a_dataset_that_is_not_ready_is_409(
 async def test_an_unreachable_broker_is_503_and_the_job_fails_instead_of_staying_queued(
     settings: Settings, account: Account, factory: sessionmaker[Session]
 ) -> None:
-    ds = _ready_dataset(factory, account.user)
+    ds = ready_dataset(factory, account.user)
     app = create_app(settings.model_copy(update={"broker_url": UNREACHABLE_BROKER}))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

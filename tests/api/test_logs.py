@@ -14,10 +14,10 @@ from celery import signals
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from store.broker import SYNTHESIZE
+from infra.broker import SYNTHESIZE
+from infra.logs import configure_worker_logging, log_context, setup_logging
+from infra.settings import Settings
 from store.db import session_scope
-from store.logs import configure_worker_logging, log_context, setup_logging
-from store.settings import Settings
 from tests.api.conftest import Account
 from tests.store.factories import make_job
 

@@ -18,10 +18,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import create_app
 from api.metrics import StoreCollector, exposition
 from api.tasks import enqueue_synthesize
+from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import append_event, transition
 from store.models import Candidate, CandidateStatus, JobState, TrialState, TrialTask
-from store.settings import Settings
 from tests.api.conftest import Account
 from tests.store.factories import make_job
 

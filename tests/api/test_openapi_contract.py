@@ -52,6 +52,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.app import API_PREFIX
 from api.deps import CSRF_HEADER, SESSION_COOKIE
 from domain.ingest import TextEncoder
+from infra.settings import Settings
 from store.apikeys import create_api_key, find_api_key
 from store.blobs import FileBlobStore
 from store.db import session_scope
@@ -71,7 +72,6 @@ from store.models import (
 )
 from store.reports import save_report
 from store.sessions import start_session
-from store.settings import Settings
 from tests.api.conftest import Account
 
 AnyCase = Case[Any]

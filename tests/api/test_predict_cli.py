@@ -22,8 +22,8 @@ from api.predict_cli import add_predict_parser
 from domain.errors import DatasetRejected, InvalidInput
 from domain.ingest.resize import fit_pixels
 from domain.package import package_files, package_zip, write_package
+from infra.settings import Settings
 from store.models import TrainedModel
-from store.settings import Settings
 from tests.api.conftest import Account
 from tests.api.model_inputs import pixels as _pixels
 from tests.api.model_inputs import png as _png

@@ -3,7 +3,6 @@ quota's `reason` and what would free it, and nothing is created."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import httpx
@@ -12,15 +11,15 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import transition
-from store.models import DatasetStatus, Job, JobState, User
+from store.models import Job, JobState, User
 from store.quotas import set_quota
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, write_image_zip
-from tests.store.factories import make_dataset, make_job
+from tests.store.factories import make_job, ready_dataset
 
 pytestmark = pytest.mark.anyio
 
@@ -28,13 +27,6 @@ pytestmark = pytest.mark.anyio
 def _override(factory: sessionmaker[Session], account: Account, **limits: int | None) -> None:
     with session_scope(factory) as s:
         set_quota(s.get_one(User, account.user.id), limits)
-
-
-def _ready_dataset(factory: sessionmaker[Session], account: Account) -> str:
-    with session_scope(factory) as s:
-        ds = make_dataset(s, s.get_one(User, account.user.id), name=f"ds-{uuid.uuid4().hex[:6]}")
-        ds.status = DatasetStatus.READY
-        return str(ds.id)
 
 
 def _jobs(factory: sessionmaker[Session]) -> int:
@@ -68,7 +60,7 @@ async def test_a_job_past_the_active_jobs_quota_is_429_until_one_is_cancelled(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
 ) -> None:
     _override(factory, account, active_jobs=1)
-    body = {"dataset_id": _ready_dataset(factory, account), "budget": 60}
+    body = {"dataset_id": str(ready_dataset(factory, account.user)), "budget": 60}
     first = await client.post("/api/v1/jobs", json=body, headers=account.auth)
     assert first.status_code == 201, first.text
     problem = assert_problem(await client.post("/api/v1/jobs", json=body, headers=account.auth), 429)
@@ -84,7 +76,7 @@ async def test_a_budget_past_the_device_seconds_left_is_429(
     client: httpx.AsyncClient, account: Account, factory: sessionmaker[Session]
 ) -> None:
     _override(factory, account, device_seconds=1_000)
-    dataset = _ready_dataset(factory, account)
+    dataset = str(ready_dataset(factory, account.user))
     r = await client.post("/api/v1/jobs", json={"dataset_id": dataset, "budget": 1_001}, headers=account.auth)
     problem = assert_problem(r, 429)
     assert problem["reason"] == "quota-device-seconds"

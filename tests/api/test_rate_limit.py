@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.db import session_scope
 from store.models import User
-from store.settings import Settings
 from tests.api.conftest import Account, assert_problem
 from tests.workers.conftest import redis_url
 

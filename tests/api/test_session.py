@@ -14,13 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from infra.settings import Settings
 from store.apikeys import create_api_key, hash_key
 from store.base import utcnow
 from store.db import session_scope
 from store.jobs import append_event, transition
 from store.models import ApiKey, JobState, User, WebSession
 from store.sessions import start_session
-from store.settings import Settings
 from store.users import disable_user
 from tests.api.conftest import Account, assert_problem
 from tests.store.factories import make_job

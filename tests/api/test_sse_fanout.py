@@ -15,11 +15,11 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 import api.fanout
+from infra.settings import Settings
 from store.db import make_engine, session_scope
 from store.jobs import append_event, transition
 from store.models import Job, JobState
 from store.notify import Listener, subscribe
-from store.settings import Settings
 from tests.api.conftest import Account
 from tests.store.factories import make_job
 from tests.workers.service import ApiServer, wait_for

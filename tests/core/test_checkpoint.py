@@ -24,7 +24,6 @@ from core.checkpoint import (
     load,
     save,
     to_bytes,
-    variable_shapes,
 )
 from core.errors import CheckpointError
 from core.graph import validate
@@ -37,6 +36,7 @@ from core.reparam import (
     with_masks,
 )
 from core.spec import INPUT, InputSpec, Node, Spec
+from tests.core.conftest import random_variables
 
 
 def small_spec() -> Spec:
@@ -52,13 +52,6 @@ def small_spec() -> Spec:
             {"id": "logits", "op": "dense", "inputs": ["fc"], "params": {"units": 5}},
         ],
         "output": {"node": "logits", "num_classes": 5}})
-
-
-def random_variables(spec: Spec, seed: int = 0) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    return {kind: tree.unflatten({p: rng.normal(size=s).astype(np.float32)
-                                  for p, s in flat.items()})
-            for kind, flat in variable_shapes(validate(spec)).items()}
 
 
 def compressed(seed: int = 0) -> tuple[Spec, dict[str, Any], Reparam]:

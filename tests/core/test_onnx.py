@@ -15,15 +15,15 @@ import onnxruntime as ort
 import pytest
 
 from core import tree
-from core.checkpoint import from_bytes, to_bytes, variable_shapes
+from core.checkpoint import from_bytes, to_bytes
 from core.errors import CheckpointError
-from core.graph import validate
 from core.model import Model, build
 from core.onnx_export import MAX_OPSET, export_onnx, to_onnx_bytes
 from core.ops import ACTIVATIONS, OPS
 from core.reparam import Reparam, materialise, trainable
 from core.spec import Spec
 from domain.onnx_run import OnnxClassifier
+from tests.core.conftest import random_variables
 
 TOL = 1e-4
 CLASSES = 3
@@ -63,14 +63,6 @@ def perturbed(variables: dict[str, Any], seed: int = 1) -> dict[str, Any]:
                 flat[path] = (a + rng.normal(0, 0.3, a.shape)).astype(a.dtype)
         out[kind] = tree.unflatten(flat)
     return out
-
-
-def random_variables(spec: Spec, seed: int = 1) -> dict[str, Any]:
-    """Random variables of the shapes the spec's model has (cheaper than compiling Model.init)."""
-    shapes = variable_shapes(validate(spec))
-    zeros = {kind: tree.unflatten({p: np.zeros(s, np.float32) for p, s in flat.items()})
-             for kind, flat in shapes.items() if flat or kind == "params"}
-    return perturbed(zeros, seed)
 
 
 def logits_of(model: Model, variables: dict[str, Any], x: np.ndarray) -> np.ndarray:

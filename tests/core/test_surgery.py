@@ -9,13 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from core import tree
-from core.checkpoint import variable_shapes
 from core.errors import CheckpointError, SpecError
 from core.graph import validate
 from core.model import build
 from core.spec import Spec
 from core.surgery import filter_norms, removable_nodes, remove_units, remove_units_many, zero_units
+from tests.core.conftest import random_variables
 
 
 def make_spec(shape: list[int], nodes: list[dict[str, Any]], classes: int = 3) -> Spec:
@@ -25,20 +24,6 @@ def make_spec(shape: list[int], nodes: list[dict[str, Any]], classes: int = 3) -
 
 def n(node_id: str, op: str, inputs: list[str], **params: Any) -> dict[str, Any]:
     return {"id": node_id, "op": op, "inputs": inputs, "params": params}
-
-
-def random_variables(spec: Spec, seed: int = 0) -> dict[str, Any]:
-    """Variables of the spec's shapes (core.checkpoint.variable_shapes), every leaf random:
-    biases, BN betas and statistics are non-zero (NumPy draws them: faster than a model init)."""
-    rng = np.random.default_rng(seed)
-    out: dict[str, Any] = {}
-    for kind, shapes in variable_shapes(validate(spec)).items():
-        if shapes or kind == "params":
-            out[kind] = tree.unflatten({p: jnp.asarray(rng.normal(0.0, 0.5, s).astype(np.float32))
-                                        for p, s in shapes.items()})
-    for stats in out.get("batch_stats", {}).values():
-        stats["var"] = jnp.abs(stats["var"]) + 0.5
-    return out
 
 
 def apply(spec: Spec, variables: dict[str, Any], x: jax.Array, train: bool = False) -> Any:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Browser, Locator, Page, expect
 
-from store.settings import Settings
+from infra.settings import Settings
 from tests.dashboard.conftest import Console, screenshot
 from tests.datasets import png_bytes
 from tests.workers.conftest import Digits, make_keys

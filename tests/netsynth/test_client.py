@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from infra.settings import Settings
 from netsynth import ApiError, AsyncClient, Client, ConnectionFailed
 from netsynth._protocol import Call, Reply, SseParser, Upload, delay_after_reply, multipart, retry_after
-from store.settings import Settings
 from tests.netsynth.conftest import keys_of
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.service import ROOT, ApiServer, free_port

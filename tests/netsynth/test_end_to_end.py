@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from infra.settings import Settings
 from netsynth import ApiError, AsyncClient, Client
 from netsynth.types import Event
-from store.settings import Settings
 from tests.datasets import png_bytes
 from tests.netsynth.conftest import CuttingProxy, keys_of
 from tests.workers.conftest import Digits, make_keys

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from api.app import create_app
+from infra.settings import Settings
 from netsynth import types
-from store.settings import Settings
 
 SCHEMA_OF = {
     types.Dataset: "DatasetOut",

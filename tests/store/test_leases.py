@@ -12,13 +12,12 @@ from store.db import session_scope
 from store.jobs import events_since, transition
 from store.leases import LeaseLost, Outcome, abandoned, claim, hand_over, release, renew, request_cancel
 from store.models import Job, JobState
-from tests.store.factories import make_job
+from tests.store.factories import committed_job
 
 
 @pytest.fixture
 def job_id(factory: sessionmaker[Session]):
-    with session_scope(factory) as s:
-        return make_job(s).id
+    return committed_job(factory).id
 
 
 def _claim(factory: sessionmaker[Session], job_id, owner: str, ttl: float = 60.0, dead: bool = False):

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy.orm import Session
 
 from domain.errors import QuotaExceeded
+from infra.settings import Settings
 from store.base import utcnow
 from store.jobs import transition
 from store.models import Job, JobState, User
 from store.quotas import WINDOW, check_job, check_storage, set_quota, usage
-from store.settings import Settings
-from tests.store.factories import make_dataset, make_job, make_user
+from tests.store.factories import make_dataset, make_job, make_user, walk_job
 
 SETTINGS = Settings(max_active_jobs_per_user=2, device_seconds_per_30_days=10_000, storage_bytes_per_user=5_000)
 
@@ -23,9 +23,7 @@ def _job(session: Session, owner: User, state: JobState, *, budget: int = 600, s
          age: timedelta = timedelta(0)) -> Job:
     job = make_job(session, owner)
     job.budget_seconds, job.device_seconds, job.created_at = budget, spent, utcnow() - age
-    for step in {JobState.QUEUED: [], JobState.RUNNING: [JobState.RUNNING],
-                 JobState.CANCELLED: [JobState.CANCELLED]}.get(state, [JobState.RUNNING, state]):
-        transition(job, step)
+    walk_job(job, state)
     session.flush()
     return job
 

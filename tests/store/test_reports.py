@@ -34,7 +34,7 @@ from store.reports import (
     report_files,
     save_report,
 )
-from tests.store.factories import make_job
+from tests.store.factories import make_model
 
 CONTENT = {"version": 1, "variant": "dense", "classes": ["a", "b"], "suspect_labels": [{"row": 3, "score": 0.5}],
            "images": ["confusion.png", "row3_gradcam.png"]}
@@ -43,12 +43,7 @@ PAGE = "<!doctype html><p>r\u00e9sum\u00e9</p>"
 
 
 def _model(session: Session) -> TrainedModel:
-    job = make_job(session)
-    model = TrainedModel(job_id=job.id, spec={}, weights=b"w", onnx=b"o", param_count=1, weights_bytes=1,
-                         preprocessing={"kind": "text"})
-    session.add(model)
-    session.flush()
-    return model
+    return make_model(session, preprocessing={"kind": "text"})
 
 
 def test_a_saved_report_reads_back_whole(factory: sessionmaker[Session]) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from domain.errors import BlobStoreUnavailable, InvalidKey, NotFound
+from infra.settings import Settings
 from store import s3blobs
-from store.blobs import BlobStore, FileBlobStore, make_blob_store
+from store.blobs import BlobStore, FileBlobStore
+from store.blobstores import make_blob_store
 from store.s3blobs import PART_BYTES, S3BlobStore
-from store.settings import Settings
 from tests.store.s3server import ACCESS_KEY, S3Server
 from tests.workers.service import free_port
 

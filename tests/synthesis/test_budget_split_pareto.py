@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from api.routes.jobs import _budget
 from domain.rules import TIERS, tier_for
-from store.settings import Settings
+from infra.settings import Settings
 from synthesis.budget import STAGES, Budget, Schedule, StageClock
 from synthesis.pace import Pace
 from synthesis.pareto import dominates, pareto_front

@@ -11,13 +11,10 @@ from scipy.stats import spearmanr
 from core.data import Dataset
 from synthesis.budget import Budget
 from synthesis.curves import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
-from synthesis.engine import space_info
-from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel
-from tests.datasets import digits_arrays
 
 
 def test_the_rules_score_a_prefix_by_its_best_its_last_or_its_extrapolation() -> None:
@@ -48,13 +45,6 @@ def test_the_default_rule_ranks_a_family_of_noisy_saturating_curves() -> None:
     curves = [a - 0.3 * np.exp(-0.3 * t) + rng.normal(0.0, 0.002, len(t)) for a in asymptotes]
     scores = [rung_score(c[:4], 20) for c in curves]
     assert spearmanr(scores, [c.max() for c in curves]).statistic > 0.95
-
-
-@pytest.fixture(scope="module")
-def digits() -> tuple[Dataset, Any]:
-    x, y = digits_arrays()
-    x, y = x[::4].astype(np.float32), y[::4]
-    return Dataset(x[:360], y[:360], x[360:], y[360:]), space_info(Task("image", x, y, 10), np.arange(360))
 
 
 @pytest.mark.parametrize(("rule", "continues"), [("best_so_far", False), ("extrapolate", True)])

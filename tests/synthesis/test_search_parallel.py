@@ -12,27 +12,13 @@ import pytest
 
 from core.data import Dataset
 from synthesis.budget import Budget
-from synthesis.engine import space_info
 from synthesis.executor import TrialReport, TrialRequest, run_request
 from synthesis.progress import NullReporter
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints
 from synthesis.trial import Trial, TrialResult
-from tests.datasets import digits_arrays
 from tests.synthesis.conftest import LATENCY
-
-
-@pytest.fixture(scope="module")
-def digits() -> tuple[Dataset, Any]:
-    x, y = digits_arrays()
-    x = x[::4].astype(np.float32)
-    y = y[::4]
-    data = Dataset(x[:360], y[:360], x[360:], y[360:])
-    from synthesis.interface import Task
-
-    info = space_info(Task("image", x, y, 10), np.arange(360))
-    return data, info
 
 
 class ScriptedExecutor:

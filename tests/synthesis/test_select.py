@@ -13,16 +13,13 @@ from core.evaluation import evaluate
 from core.model import build
 from synthesis import select
 from synthesis.budget import Budget
-from synthesis.engine import space_info
 from synthesis.executor import TrialReport
 from synthesis.final import ranked
-from synthesis.interface import Task
 from synthesis.progress import NullReporter
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel, seeds, to_spec
 from synthesis.trial import Trial, TrialResult, run_trial
-from tests.datasets import digits_arrays
 
 
 def test_the_noise_is_the_standard_error_of_a_difference_and_at_least_one_row() -> None:
@@ -82,14 +79,6 @@ def test_the_excess_loss_is_the_divergence_from_the_smoothed_targets() -> None:
             kl = float(np.mean(np.sum(q * (np.log(np.where(q > 0, q, 1)) - logp), axis=1)))
             assert select.excess_loss(metrics, s, 3) == pytest.approx(kl, abs=1e-12)
             assert kl > 1e-3 or (s == 0.1 and p[0, 0] > 0.5)  # zero only where the network is the target
-
-
-@pytest.fixture(scope="module")
-def digits() -> tuple[Dataset, Any]:
-    x, y = digits_arrays()
-    x, y = x[::4].astype(np.float32), y[::4]
-    data = Dataset(x[:360], y[:360], x[360:], y[360:])
-    return data, space_info(Task("image", x, y, 10), np.arange(360))
 
 
 def test_a_trial_records_the_validation_loss_of_the_epoch_it_keeps(digits: tuple[Dataset, Any]) -> None:

@@ -13,11 +13,11 @@ import pytest
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
+from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.db import make_engine, make_session_factory, session_scope
 from store.migrate import upgrade
 from store.models import User
-from store.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip
 from tests.store.conftest import _fresh_pg_database, pg_skip_reason, s3_server
 from tests.workers.service import WorkerProcess

@@ -7,10 +7,10 @@ import uuid
 import httpx
 from sqlalchemy import select
 
+from infra.settings import Settings
 from store.db import make_engine, make_session_factory
 from store.jobs import TERMINAL
 from store.models import Job, JobEvent, TrainedModel
-from store.settings import Settings
 from tests.workers.conftest import Digits, Keys
 from tests.workers.service import ApiServer
 

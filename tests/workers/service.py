@@ -21,7 +21,7 @@ import uvicorn
 
 from api.app import create_app
 from api.cli import worker_command
-from store.settings import Settings
+from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

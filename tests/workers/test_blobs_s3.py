@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from store.blobs import make_blob_store
+from infra.settings import Settings
+from store.blobstores import make_blob_store
 from store.s3blobs import S3BlobStore
-from store.settings import Settings
 from tests.store.s3server import S3Server
 from workers.context import Context
 from workers.executor import save_weights

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import core.compilation
-from store.settings import Settings
+from infra.settings import Settings
 from workers.app import use_compile_cache
 
 

@@ -11,8 +11,8 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 
-from store.broker import time_limits
-from store.settings import Settings
+from infra.broker import time_limits
+from infra.settings import Settings
 from tests.datasets import png_bytes
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.service import ApiServer, WorkerProcess, sse_events

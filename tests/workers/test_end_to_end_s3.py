@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from store.settings import Settings
+from infra.settings import Settings
 from tests.datasets import png_bytes
 from tests.store.s3server import S3Server
 from tests.workers.conftest import Digits, make_keys

@@ -12,9 +12,9 @@ import numpy as np
 from PIL import Image
 from sqlalchemy import select
 
+from infra.settings import Settings
 from store.db import make_engine, make_session_factory, session_scope
 from store.models import Job, User
-from store.settings import Settings
 from tests import nets
 from tests.datasets import png_bytes
 from tests.workers.conftest import make_keys

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from celery import signals
 
+from infra.broker import TRIAL
+from infra.logs import configure_worker_logging, setup_logging
+from infra.settings import Settings
 from store.blobs import FileBlobStore
-from store.broker import TRIAL
 from store.db import make_engine, make_session_factory, session_scope
-from store.logs import configure_worker_logging, setup_logging
 from store.migrate import upgrade
 from store.models import JobState, TrialTask
-from store.settings import Settings
 from synthesis.executor import TrialRequest
 from tests.store.factories import make_job
 from workers.context import Context

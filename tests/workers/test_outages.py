@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from infra.settings import Settings
 from store.blobs import ABANDONED_AFTER_S, PARTIAL, FileBlobStore
 from store.migrate import upgrade
 from store.models import Dataset, JobState
-from store.settings import Settings
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.jobs import Db, submit
 from tests.workers.servers import PostgresServer, RedisServer, private_postgres_skip_reason

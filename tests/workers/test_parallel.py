@@ -9,10 +9,10 @@ import uuid
 import httpx
 from sqlalchemy import select
 
+from infra.settings import Settings
 from store.blobs import FileBlobStore
 from store.db import make_engine, make_session_factory, session_scope
 from store.models import BudgetTier, Candidate, Dataset, Job, JobState, Modality, TrialState, TrialTask, User
-from store.settings import Settings
 from synthesis.executor import TrialRequest
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.service import ApiServer, WorkerProcess, wait_for

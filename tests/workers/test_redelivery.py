@@ -15,9 +15,9 @@ import httpx
 from billiard.pool import SIG_SOFT_TIMEOUT
 from celery import Celery
 
-from store.broker import celery_config, enqueue_synthesize
+from infra.broker import celery_config, enqueue_synthesize
+from infra.settings import Settings
 from store.models import JobState
-from store.settings import Settings
 from tests.workers.conftest import Digits, Keys, make_keys
 from tests.workers.jobs import V1, Db, submit
 from tests.workers.service import ApiServer, WorkerProcess, wait_for

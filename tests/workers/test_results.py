@@ -19,7 +19,7 @@ from synthesis.explain import Report as ExplainReport
 from synthesis.fine import CompressedVariant
 from synthesis.interface import Synthesis, Task
 from tests.store.conftest import empty_db_url, engine, factory
-from tests.store.factories import make_job
+from tests.store.factories import committed_job
 from workers import results
 from workers.data import Prepared
 
@@ -41,11 +41,6 @@ def _synthesis(dense: ExplainReport | None, small: ExplainReport | None) -> Synt
                      compressed=compressed)
 
 
-def _job(factory: sessionmaker[Session]) -> Job:
-    with session_scope(factory) as s:
-        return make_job(s)
-
-
 def _reports(factory: sessionmaker[Session], job: Job) -> dict[str, dict[str, bytes]]:
     """Each saved model's report files, by the model's variant."""
     with factory() as s:
@@ -54,7 +49,7 @@ def _reports(factory: sessionmaker[Session], job: Job) -> dict[str, dict[str, by
 
 
 def test_each_variant_is_saved_with_its_report(factory: sessionmaker[Session]) -> None:
-    job = _job(factory)
+    job = committed_job(factory)
     with session_scope(factory) as s:
         results.save(s, job.id, _synthesis(_report("dense"), _report("compressed")), PREPARED)
     saved = _reports(factory, job)
@@ -66,7 +61,7 @@ def test_each_variant_is_saved_with_its_report(factory: sessionmaker[Session]) -
 
 
 def test_a_variant_delivered_without_a_report_is_saved_without_one(factory: sessionmaker[Session]) -> None:
-    job = _job(factory)
+    job = committed_job(factory)
     with session_scope(factory) as s:
         results.save(s, job.id, _synthesis(_report("dense"), None), PREPARED)
     assert {variant: bool(files) for variant, files in _reports(factory, job).items()} == {
@@ -76,7 +71,7 @@ def test_a_variant_delivered_without_a_report_is_saved_without_one(factory: sess
 def test_a_failure_while_saving_leaves_neither_models_nor_reports(
     factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    job = _job(factory)
+    job = committed_job(factory)
     calls = []
 
     def second_fails(*args: object) -> None:
@@ -95,7 +90,7 @@ def test_a_failure_while_saving_leaves_neither_models_nor_reports(
 
 
 def test_a_report_the_database_would_refuse_is_left_out_with_a_warning(factory: sessionmaker[Session]) -> None:
-    job = _job(factory)
+    job = committed_job(factory)
     broken = replace(_report("compressed"), content={"ece": float("nan")})
     with session_scope(factory) as s:
         results.save(s, job.id, _synthesis(_report("dense"), broken), PREPARED)
@@ -107,7 +102,7 @@ def test_a_report_the_database_would_refuse_is_left_out_with_a_warning(factory: 
 
 
 def test_each_variant_is_saved_with_its_architecture(factory: sessionmaker[Session]) -> None:
-    job = _job(factory)
+    job = committed_job(factory)
     layers = [{"name": "logits", "op": "dense", "output_shape": [2], "params": 10, "inputs": ["input"]}]
     synthesis = _synthesis(None, None)
     assert synthesis.compressed is not None

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from domain.onnx_run import OnnxClassifier
-from store.settings import Settings
+from infra.settings import Settings
 from tests.datasets import digits_arrays, write_image_zip, write_text_csv
 from tests.workers.conftest import make_keys
 from tests.workers.service import ROOT, ApiServer, WorkerProcess, wait_for

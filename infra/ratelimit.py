@@ -18,8 +18,8 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage, RedisStorage, Storage
 from limits.strategies import MovingWindowRateLimiter
 
-from store.broker import is_redis
-from store.settings import Settings
+from infra.broker import is_redis
+from infra.settings import Settings
 
 KEY_PREFIX = "netsynth-rate"
 log = logging.getLogger(__name__)

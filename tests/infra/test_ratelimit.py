@@ -9,8 +9,8 @@ import pytest
 import redis
 from limits.storage import MemoryStorage, RedisStorage
 
-from store.ratelimit import KEY_PREFIX, RateLimiter, make_limiter, window
-from store.settings import Settings
+from infra.ratelimit import KEY_PREFIX, RateLimiter, make_limiter, window
+from infra.settings import Settings
 from tests.workers.conftest import redis_url
 
 __all__ = ["redis_url"]  # the workers' test Redis fixture (skips when Redis does not answer)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from domain.rules import MAX_BUDGET_SECONDS
-from store.broker import celery_config, time_limits
-from store.settings import Settings
+from infra.broker import celery_config, time_limits
+from infra.settings import Settings
 
 REDIS = "redis://127.0.0.1:6379/0"
 

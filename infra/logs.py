@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from celery import signals
 
-from store.broker import SYNTHESIZE, TRIAL
+from infra.broker import SYNTHESIZE, TRIAL
 
 Field = str | Callable[[], str | None] | None
 """A context field: a value, or a function that gives it when a line is logged (None: left out)."""

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from domain.ingest.limits import Limits
-from store.blobs import blob_url_kind
-from store.leases import MAX_ATTEMPTS
+from domain.rules import MAX_ATTEMPTS
+
+
+def blob_url_kind(url: str) -> str:
+    """'file' or 's3': the store a NETSYNTH_BLOB_URL names (empty: NETSYNTH_BLOB_DIR; a bare path or file:///path:
+    that folder; s3://bucket/prefix); ValueError for anything else."""
+    parts = urlsplit(url)
+    if parts.scheme == "s3":
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", parts.netloc):
+            raise ValueError(f"{url!r} names no valid bucket: use s3://bucket/prefix")
+        return "s3"
+    if parts.scheme == "file" and parts.netloc in {"", "localhost"} and parts.path:
+        return "file"
+    if not url or (not parts.scheme and not parts.netloc):
+        return "file"
+    raise ValueError(f"{url!r} is not a blob store URL: use a path, file:///path or s3://bucket/prefix")
 
 
 class Settings(BaseSettings):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from store.settings import Settings
+from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,15 +7,14 @@ Celery task guide, https://docs.celeryq.dev/en/stable/userguide/tasks.html (acks
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from celery import Celery
 from kombu.exceptions import OperationalError
 
 from domain.errors import Unavailable
 from domain.rules import MAX_BUDGET_SECONDS
-from store.models import Job
-from store.settings import Settings
+from infra.settings import Settings
 
 SYNTHESIZE = "netsynth.synthesize"
 """Name of the task that runs one job: `synthesize(job_id: str)`."""
@@ -32,6 +31,19 @@ QUEUES = ("cpu", "gpu")
 """The queues workers serve: jobs go to `Settings.default_queue`; a worker names the ones it serves."""
 
 _FILESYSTEM = "filesystem://"
+
+
+class QueuedJob(Protocol):
+    """What sending a job's task reads of it (a `store.models.Job` row): its id, queue and budget."""
+
+    @property
+    def id(self) -> object: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def budget_seconds(self) -> float: ...
 
 
 def is_redis(broker_url: str) -> bool:
@@ -98,7 +110,7 @@ def time_limits(budget_seconds: float) -> tuple[float, float]:
     return soft, soft + 60
 
 
-def enqueue_synthesize(sender: Celery, job: Job) -> None:
+def enqueue_synthesize(sender: Celery, job: QueuedJob) -> None:
     """Publish `synthesize(job.id)` to the job's queue with time limits from its budget; call after the commit.
 
     Raises Unavailable when the broker does not answer.
