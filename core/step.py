@@ -26,19 +26,12 @@ __all__ = ["TrainState", "TrainStep", "init_state", "make_optimizer", "make_trai
 
 
 class TrainState(NamedTuple):
-    """What a train step carries: step count, trainable params, batch stats, optimiser state, and the moving
-    average of the trainable params (``TrainConfig.ema_decay``; None when off)."""
+    """What a train step carries: step count, trainable params, batch stats, optimiser state."""
 
     step: jax.Array
     params: Any
     batch_stats: Any
     opt_state: Any
-    average: Any = None
-
-    @property
-    def weights(self) -> Any:
-        """The trainable weights a run evaluates and returns: the moving average when kept, else the params."""
-        return self.params if self.average is None else self.average
 
 
 def make_optimizer(config: TrainConfig, total_steps: int, steps: jax.Array | None = None
@@ -113,12 +106,7 @@ def make_train_step(
         if r is not None:
             params = rp.constrain(params, r)
         accuracy = jnp.mean((jnp.argmax(logits, axis=-1) == y).astype(jnp.float32))
-        average = state.average
-        if average is not None and config.ema_decay is not None:
-            t = state.step.astype(jnp.float32)
-            decay = jnp.minimum(config.ema_decay, (1 + t) / (10 + t))
-            average = optax.incremental_update(params, average, 1 - decay)
-        new = TrainState(state.step + 1, params, stats, opt_state, average)
+        new = TrainState(state.step + 1, params, stats, opt_state)
         return new, {"loss": loss, "accuracy": accuracy}
 
     jitted = programs.jitted_step(step, mesh, None if total_steps is None else (model, config))
@@ -156,13 +144,11 @@ class TrainStep:
 
 def init_state(
     model: Model, variables: dict[str, Any], optimizer: optax.GradientTransformation,
-    reparam: rp.Reparam | None, average: bool = False,
+    reparam: rp.Reparam | None,
 ) -> TrainState:
-    """Return the initial train state (on the host/default device) for ``variables``; with ``average``, its moving
-    average starts as a copy of the trainable params."""
+    """Return the initial train state (on the host/default device) for ``variables``."""
     params = variables["params"]
     if reparam is not None:
         params = rp.trainable(params, reparam)
     stats = variables.get("batch_stats", {})
-    copy = jax.tree.map(jnp.array, params) if average else None  # its own buffers: the step donates the state
-    return TrainState(jnp.zeros((), jnp.int32), params, stats, optimizer.init(params), copy)
+    return TrainState(jnp.zeros((), jnp.int32), params, stats, optimizer.init(params))

@@ -24,9 +24,6 @@ class TrainConfig:
     time limit (``epochs`` is the first plan; at most twice it run).
     ``keep_last``: return the last epoch's weights, not the best validated one's (for a run whose validation rows
     are among its training rows, where validation only checks that training went well).
-    ``ema_decay``: keep an exponential moving average of the trainable weights, updated after every step with this
-    decay (warmed up as ``min(decay, (1 + t) / (10 + t))`` at step ``t``); each epoch's evaluation and the
-    returned weights are then the average's (Polyak & Juditsky, 1992). ``None`` = off.
     ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
     progress every that many steps (0 = once per epoch).
     ``optimizer``: ``"adamw"`` (decoupled weight decay) or ``"sgd"`` (Nesterov momentum ``momentum``, weight
@@ -52,7 +49,6 @@ class TrainConfig:
     momentum: float = 0.9
     until_deadline: bool = False
     keep_last: bool = False
-    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         checks = {
@@ -70,7 +66,6 @@ class TrainConfig:
             "progress_every": self.progress_every >= 0,
             "optimizer": self.optimizer in OPTIMIZERS,
             "momentum": 0 <= self.momentum < 1,
-            "ema_decay": self.ema_decay is None or 0 < self.ema_decay < 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

@@ -89,7 +89,7 @@ def train(
     per_epoch = steps_per_epoch(n, batch)
     optimizer = make_optimizer(config, config.epochs * per_epoch)
     given, reparam = reparam, None if reparam is None else programs.padded(reparam)  # one program for any k
-    state = parallel.replicate(init_state(model, variables, optimizer, reparam, config.ema_decay is not None), mesh)
+    state = parallel.replicate(init_state(model, variables, optimizer, reparam), mesh)
     step_fn = make_train_step(model, optimizer, config, reparam, mesh, total_steps=config.epochs * per_epoch)
     key = parallel.replicate(jax.random.fold_in(root, 1), mesh)
 
@@ -135,7 +135,7 @@ def train(
         if not metrics and best is not None:
             break
         t0 = time.perf_counter()
-        params = _materialised(state.weights, reparam)
+        params = _materialised(state.params, reparam)
         val = evaluate_on_mesh(model, {"params": params, "batch_stats": state.batch_stats},
                                data.x_val, data.y_val, config.eval_batch_size, mesh)
         eval_s = time.perf_counter() - t0
@@ -147,7 +147,7 @@ def train(
                   **{f"val_{k}": v for k, v in val.items()}, "elapsed_s": elapsed()}
         history.append(record)
         if best is None or config.keep_last or better(val, best[1], best[2]):
-            best = (epoch, val["accuracy"], val["loss"], jax.device_get((state.weights, state.batch_stats)))
+            best = (epoch, val["accuracy"], val["loss"], jax.device_get((state.params, state.batch_stats)))
             since_best = 0
         else:
             since_best += 1
