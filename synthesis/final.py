@@ -29,7 +29,7 @@ from synthesis.pace import FINAL_MARGIN
 from synthesis.progress import Cancelled, OutOfTime, Reporter
 from synthesis.reports import Snapshots
 from synthesis.search import Search
-from synthesis.trial import Trial, TrialResult, run_trial
+from synthesis.trial import Trial, TrialResult, run_trial, run_until
 
 VALIDATED_SHARE = 0.45
 """The share of the final training's time a text network's validated run plans for; the rest is for its refit on the
@@ -181,10 +181,10 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
 
 def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
                   reporter: Reporter) -> dict[str, Any] | None:
-    """`final`'s network trained again as its validated final training was (the same recipe, seed and start) on the
-    training and validation rows together, for the epochs whose weights validation kept, on a schedule that ends
-    there; sets `final.refit`. None — the validated weights ship — when no validated final training kept its
-    weights, or those epochs do not fit the final training's time left, or the refit did not complete."""
+    """`final`'s network trained again as its validated final training was (the same recipe, schedule, seed and start)
+    on the training and validation rows together, up to the epoch whose weights validation kept; sets `final.refit`.
+    None (the validated weights ship) when no validated final training kept its weights, or those epochs do not fit
+    the final training's time left, or the refit did not reach them."""
     run, schedule = final.validated, final.schedule
     if final.refit or run is None or schedule is None or run.best_epoch < 1:  # only a validated final run is repeated
         return None
@@ -198,16 +198,17 @@ def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dat
         reporter.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept do not fit what "
                                  f"is left ({left}; they need about {needs:.1f} s)"})
         return None
-    config = replace(schedule, epochs=epochs, time_limit_s=time_limit, keep_last=True, until_deadline=False)
-    out = run_trial(space.to_spec(final.winner.candidate, info), config, rows, lambda _curve: True,
-                    on_epoch=lambda _curve: search.tick(), variables=final.start, check=search.tick)
+    config = replace(schedule, time_limit_s=time_limit, keep_last=True, until_deadline=False)
+    out, weights = run_until(space.to_spec(final.winner.candidate, info), config, rows, epochs, search.tick,
+                             on_epoch=lambda _curve: search.tick(), variables=final.start)
     budget.spend_epochs(out.epochs)
-    reporter.event("refit", {**event, "status": out.status, "seconds": round(out.seconds, 1)})
-    if out.variables is None or out.status != "completed":
+    reporter.event("refit", {**event, "status": out.status if weights is None else "completed",
+                             "seconds": round(out.seconds, 1)})
+    if weights is None:
         return None
     final.refit, final.val_accuracy = True, None
     final.trained_s = (final.winner.seconds if final.start is not None else 0.0) + out.seconds  # what the weights hold
-    return out.variables
+    return weights
 
 
 def validates_better(a: tuple[Trial, dict[str, Any]], b: tuple[Trial, dict[str, Any]], info: space.SpaceInfo,

@@ -3,8 +3,8 @@
 Below :data:`FOLD_ROWS` labelled rows, the validation rows (a tenth of them) choose between the network, the linear
 floor and their ensemble too noisily, and fit the ensemble's weight on few rows. So the network that won the final
 training is trained again, from a fresh start, on each of the floor's k folds of the training and validation rows
-(the recipe of its validated run, for the epochs its search trial and validated run kept together): every labelled
-row then has a network's prediction from a network that did not train on it, beside the floor's out-of-fold one,
+(the recipe and schedule of the run whose weights won, kept at the epoch that run kept): every labelled row then
+has a network's prediction from a network that did not train on it, beside the floor's out-of-fold one,
 and `synthesis.ensemble` chooses and weighs on all of them (stacking on out-of-fold predictions: Wolpert, "Stacked
 Generalization", 1992). Each fold's network trained on (k-1)/k of the rows; their average ships where it fits the
 dense text model's parameters (bagging: Breiman, "Bagging Predictors", 1996), else the network refitted on all
@@ -31,7 +31,7 @@ from synthesis.linear import LinearFit, folds, scores
 from synthesis.progress import Reporter
 from synthesis.search import Search
 from synthesis.space.text import MODEL_PARAMS
-from synthesis.trial import TrialResult, run_trial
+from synthesis.trial import TrialResult, run_until
 
 if TYPE_CHECKING:
     from synthesis.final import Final
@@ -68,18 +68,18 @@ class FoldNetworks:
 
 def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
                 reporter: Reporter, seed: int) -> FoldNetworks | None:
-    """`final`'s network trained afresh on each of the floor's folds of the labelled rows, with the recipe and for the
-    epochs of its `recipe`; None — the validation rows decide — above FOLD_ROWS rows, without a floor fitted on these
-    rows, when the folds do not fit the final training's time (or epochs) left, or when a fold's run does not
-    complete."""
-    run, schedule, searched = recipe(final)
-    if final.refit or run is None or schedule is None or run.best_epoch < 1 or not planned(search, data) \
-            or space.is_fitted(final.winner.candidate):
+    """`final`'s network trained afresh on each of the floor's folds of the labelled rows, with the recipe and
+    schedule of its `recipe`, kept at the epoch it names; None (the validation rows decide) above FOLD_ROWS rows,
+    without a floor fitted on these rows, when the folds do not fit the final training's time (or epochs) left, or
+    when a fold's run does not reach that epoch."""
+    repeated = recipe(final)
+    if final.refit or repeated is None or not planned(search, data) or space.is_fitted(final.winner.candidate):
         return None
+    run, schedule, epochs = repeated
     x, y = labelled(data)
-    epochs, splits, end = searched + run.best_epoch, folds(y, seed), budget.final_end()
+    splits, end = folds(y, seed), budget.final_end()
     event: dict[str, Any] = {"candidate": final.winner.candidate.id, "folds": len(splits), "epochs": epochs,
-                             "rows": len(y)}
+                             "schedule_epochs": schedule.epochs, "rows": len(y)}
     time_limit = None if budget.reproducible else budget.left(end)
     row_epoch_s = run.seconds / max(run.epochs, 1) / max(len(data.x_train), 1)
     needs = run.compile_s + sum(epochs * row_epoch_s * len(train) for train, _ in splits)
@@ -92,16 +92,16 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     spec = space.to_spec(final.winner.candidate, info)
     held_out, nets, start = np.zeros((len(y), info.num_classes)), [], time.perf_counter()
     for i, (train, test) in enumerate(splits):
-        config = replace(schedule, epochs=epochs, seed=schedule.seed + 1 + i, keep_last=True, until_deadline=False,
+        config = replace(schedule, seed=schedule.seed + 1 + i, keep_last=True, until_deadline=False,
                          time_limit_s=None if time_limit is None else budget.left(end))
-        out = run_trial(spec, config, Dataset(x[train], y[train], x[test], y[test]), lambda _curve: True,
-                        on_epoch=lambda _curve: search.tick(), check=search.tick)
+        out, weights = run_until(spec, config, Dataset(x[train], y[train], x[test], y[test]), epochs, search.tick,
+                                 on_epoch=lambda _curve: search.tick())
         budget.spend_epochs(out.epochs)
-        if out.variables is None or out.status != "completed":
+        if weights is None:
             reporter.event("folds", {**event, "status": out.status, "fold": i, "reason": out.reason or out.status})
             return None
-        held_out[test] = probabilities_log(spec_proba(spec, out.variables, x[test]))
-        nets.append(out.variables)
+        held_out[test] = probabilities_log(spec_proba(spec, weights, x[test]))
+        nets.append(weights)
     accuracy, loss = scores(held_out, y)
     seconds = time.perf_counter() - start
     reporter.event("folds", {**event, "status": "completed", "seconds": round(seconds, 1),
@@ -110,18 +110,23 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     return FoldNetworks(held_out, nets, seconds)
 
 
-def recipe(final: Final) -> tuple[TrialResult | None, TrainConfig | None, int]:
-    """The run whose kept epochs the folds' networks train for, its recipe, and the epochs before it (those of the
-    search trial it continued): `final`'s validated final run where its weights were kept, else the search trial
-    whose weights ship, with its own recipe. Both trained on the training rows."""
+def recipe(final: Final) -> tuple[TrialResult, TrainConfig, int] | None:
+    """The run whose kept weights the folds' networks repeat from a fresh start, its recipe with the length of the
+    schedule to repeat, and the epoch whose weights to keep; None when no network run kept weights. `final`'s
+    validated final run where its weights were kept: the epochs its search trial kept and then its own, on one
+    schedule as long as the two; else the search trial whose weights ship, on a schedule as long as it ran. A schedule
+    cut to the kept epoch would end its learning rate there, and the networks would train less than the run they
+    repeat."""
     trial = final.winner.result
     if final.validated is not None and final.schedule is not None:
         before = trial.best_epoch if final.start is not None and trial is not None else 0
-        return final.validated, final.schedule, before
-    if trial is None:
-        return None, None, 0
-    return trial, final.winner.candidate.hparams.to_train_config(epochs=max(trial.best_epoch, 1), seed=10_000,
-                                                                 patience=None, time_limit_s=None), 0
+        run, schedule = final.validated, final.schedule
+        return run, replace(schedule, epochs=before + schedule.epochs), before + run.best_epoch
+    if trial is None or trial.best_epoch < 1:
+        return None
+    schedule = final.winner.candidate.hparams.to_train_config(epochs=max(trial.epochs, trial.best_epoch), seed=10_000,
+                                                              patience=None, time_limit_s=None)
+    return trial, schedule, trial.best_epoch
 
 
 def floor_params(floor: LinearFit) -> int:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import jax
+
 from core.analysis import analyse
 from core.compilation import CompileMeter, metered
 from core.data import Dataset
@@ -124,6 +126,23 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     result.compile_seconds = meter.seconds if meter is not None else 0.0
     result.best_metric = max(result.best_metric, max(result.curve, default=0.0))
     return result
+
+
+def run_until(spec: Spec, config: TrainConfig, data: Dataset, epoch: int, check: Callable[[], None] | None = None,
+              on_epoch: Callable[[list[float]], None] | None = None, variables: dict[str, Any] | None = None
+              ) -> tuple[TrialResult, dict[str, Any] | None]:
+    """`spec` trained with `config`'s whole schedule up to `epoch`, and that epoch's weights (None when the run did
+    not get there): a run that repeats another's kept epoch keeps its learning rates, where a schedule cut to that
+    epoch would bring the rate to zero early and train less."""
+    kept: list[dict[str, Any]] = []
+
+    def keep(at: int, weights: dict[str, Any]) -> None:
+        if at == epoch:
+            kept.append(jax.device_get(weights))
+
+    out = run_trial(spec, config, data, lambda curve: len(curve) < epoch, on_epoch=on_epoch, variables=variables,
+                    check=check, on_weights=keep)
+    return out, kept[0] if kept and out.status in ("completed", "stopped") else None
 
 
 @dataclass

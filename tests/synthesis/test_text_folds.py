@@ -3,6 +3,7 @@ the choice and the ensemble's weight made on those rows, and the folds' networks
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import cast
 
@@ -12,17 +13,18 @@ import pytest
 
 from core.evaluation import predict_proba
 from core.model import build
+from core.train_config import TrainConfig
 from synthesis.budget import Budget, Schedule
 from synthesis.engine import synthesize
 from synthesis.ensemble import finish
 from synthesis.final import Final
 from synthesis.floor import fit_trial, labelled
-from synthesis.folds import FoldNetworks, probabilities_log, spec_proba, train_folds
+from synthesis.folds import FoldNetworks, probabilities_log, recipe, spec_proba, train_folds
 from synthesis.interface import Options
 from synthesis.linear import LinearFit, folds, scores
 from synthesis.search import Search
 from synthesis.space import seeds, to_spec
-from synthesis.trial import Trial, run_trial
+from synthesis.trial import Trial, TrialResult, run_trial
 from tests.synthesis.conftest import LATENCY
 from tests.synthesis.events import Events
 from tests.synthesis.test_linear_floor import floor_candidate, halves, info_of
@@ -60,7 +62,36 @@ def folded(trained: tuple[Trial, LinearFit, Final]) -> FoldNetworks:
     (done,) = events.of("folds")
     assert done["status"] == "completed" and done["folds"] == 5 and done["rows"] == len(DATA.y_train) + len(DATA.y_val)
     assert done["epochs"] == trained[2].validated.best_epoch  # type: ignore[union-attr]  # it started afresh
+    assert done["schedule_epochs"] == 8  # the validated run's schedule
     return out
+
+
+def test_the_folds_repeat_the_schedule_of_the_run_that_won_and_keep_its_epoch(
+    trained: tuple[Trial, LinearFit, Final],
+) -> None:
+    floor_trial, fitted, final = trained
+    assert final.validated is not None
+    repeated = recipe(final)
+    assert repeated is not None and repeated[0] is final.validated
+    assert repeated[1].epochs == 8 and repeated[2] == final.validated.best_epoch
+    trial = Trial(2, final.winner.candidate)
+    trial.result = TrialResult(epochs=12, best_epoch=6, variables={"params": {}})
+    # the search trial's weights ship: its schedule as long as it ran, kept at its kept epoch
+    repeated = recipe(Final.of_trial(trial, {"params": {}}))
+    assert repeated is not None and repeated[0] is trial.result and (repeated[1].epochs, repeated[2]) == (12, 6)
+    # a final run that continued the trial's weights: the trial's kept epochs, then its own, on one schedule
+    continued = Final(trial, {}, 0.0, False, 0.9, TrainConfig(epochs=10), {"params": {}},
+                      TrialResult(epochs=10, best_epoch=3))
+    repeated = recipe(continued)
+    assert repeated is not None and (repeated[1].epochs, repeated[2]) == (16, 9)
+    # each fold trains on the whole schedule's rates but stops at the kept epoch
+    early = Final(final.winner, final.variables, 0.0, False, 0.9, final.schedule, None,
+                  replace(final.validated, best_epoch=3))
+    events, budget = Events(), Budget(epochs=200)
+    search = SimpleNamespace(floor=(floor_trial, fitted), tick=lambda: None)
+    assert train_folds(early, cast(Search, search), INFO, DATA, budget, events, seed=0) is not None
+    (done,) = events.of("folds")
+    assert (done["epochs"], done["schedule_epochs"]) == (3, 8) and budget.epochs_used == 5 * 3
 
 
 def test_every_labelled_row_is_scored_by_the_network_of_the_fold_that_held_it_out(folded: FoldNetworks) -> None:
