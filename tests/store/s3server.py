@@ -38,6 +38,10 @@ def s3_skip_reason() -> str | None:
     return None
 
 
+class PortTaken(AssertionError):
+    """weed exited because a port it was given was taken before it bound it."""
+
+
 class S3Server:
     """`weed server -s3` in a temporary folder; every port free and on loopback; S3 signed with ACCESS_KEY."""
 
@@ -47,15 +51,27 @@ class S3Server:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60) -> S3Server:
-        """Start the server and wait until it answers a signed request."""
+    def start(self, timeout: float = 60, attempts: int = 3) -> S3Server:
+        """Start the server and wait until it answers a signed request. A port taken between its choice and weed's bind
+        (weed's own outgoing connections take ephemeral ports while it starts) starts it again on fresh ports."""
+        for attempt in range(attempts):
+            try:
+                return self._start(timeout)
+            except PortTaken:
+                if attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+                self.endpoint = f"http://127.0.0.1:{self.port}"
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> S3Server:
         weed = weed_binary()
         assert weed is not None
         config = self.root / "s3.json"
         config.write_text(json.dumps({"identities": [{
             "name": "netsynth", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        (self.root / "data").mkdir()
+        (self.root / "data").mkdir(exist_ok=True)
         ports = {name: free_port() for name in ("master", "volume", "filer")}
         grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}
         command = [str(weed), "server", f"-dir={self.root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
@@ -75,7 +91,8 @@ class S3Server:
     def _answers(self, client: Any) -> bool:
         assert self.proc is not None
         if self.proc.poll() is not None:
-            raise AssertionError(f"weed exited: {(self.root / 'weed.log').read_text(errors='replace')[-2000:]}")
+            log = (self.root / "weed.log").read_text(errors="replace")
+            raise (PortTaken if "address already in use" in log else AssertionError)(f"weed exited: {log[-2000:]}")
         try:
             name = f"probe-{uuid.uuid4().hex[:8]}"
             client.create_bucket(Bucket=name)
