@@ -32,10 +32,10 @@ from core.analysis import analyse
 from core.data import Dataset
 from synthesis import select, space
 from synthesis.floor import labelled, refit_variables, val_log_proba
-from synthesis.folds import FoldNetworks, floor_params, probabilities_log, spec_proba
+from synthesis.folds import FoldNetworks, probabilities_log, spec_proba
 from synthesis.linear import LinearFit, folds, scores
 from synthesis.progress import Reporter
-from synthesis.space.text import ensemble, member_prefix
+from synthesis.space.text import ensemble, floor_params, member_prefix
 from synthesis.trial import Trial, TrialResult
 
 WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
@@ -121,7 +121,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     held_out = {k: out_of_fold(net, lin, y, weights, seed) for k, weights in OPTIONS.items()}
     best = select.rank(list(held_out), lambda k: held_out[k], len(y))[0]
     weight, temperature = fit_weight(net, lin, y, OPTIONS[best])
-    beside = floor_params(linear_fit) if best == "ensemble" else 0
+    beside = floor_params(info) if best == "ensemble" else 0
     fold_nets = folded.fitting(info, winner.candidate, beside) if folded is not None and best != "floor" else 0
     reporter.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
                                 "temperature": round(temperature, 4), "chosen": best,

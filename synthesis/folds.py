@@ -27,7 +27,7 @@ from core.train_config import TrainConfig
 from synthesis import space
 from synthesis.budget import Budget
 from synthesis.floor import labelled
-from synthesis.linear import LinearFit, folds, scores
+from synthesis.linear import folds, scores
 from synthesis.progress import Reporter
 from synthesis.search import Search
 from synthesis.space.text import MODEL_PARAMS
@@ -127,11 +127,6 @@ def recipe(final: Final) -> tuple[TrialResult, TrainConfig, int] | None:
     schedule = final.winner.candidate.hparams.to_train_config(epochs=max(trial.epochs, trial.best_epoch), seed=10_000,
                                                               patience=None, time_limit_s=None)
     return trial, schedule, trial.best_epoch
-
-
-def floor_params(floor: LinearFit) -> int:
-    """The floor's parameters in an ensemble: one weight per bag id and class, and the intercepts."""
-    return int(floor.coef.size + floor.intercept.size)
 
 
 def spec_proba(spec: Any, variables: dict[str, Any], x: np.ndarray) -> np.ndarray:

@@ -180,10 +180,15 @@ def _ensemble_spec(genome: Arch, info: SpaceInfo, name: str) -> Spec:
                            "nodes": nodes, "output": {"node": "logits", "num_classes": info.num_classes}})
 
 
+def floor_params(info: SpaceInfo) -> int:
+    """The linear floor's parameters: one weight per n-gram feature and class, and the intercepts."""
+    return (info.bag_vocab + 1) * info.num_classes
+
+
 def network_limit(info: SpaceInfo) -> int:
-    """The most parameters a text network of `info` holds: what MODEL_PARAMS leaves beside the floor (one weight per
-    n-gram feature and class, and the intercepts), at least NETWORK_PARAMS."""
-    return max(MODEL_PARAMS - (info.bag_vocab + 1) * info.num_classes, NETWORK_PARAMS)
+    """The most parameters a text network of `info` holds: what MODEL_PARAMS leaves beside the floor, at least
+    NETWORK_PARAMS."""
+    return max(MODEL_PARAMS - floor_params(info), NETWORK_PARAMS)
 
 
 def table_dim(embed: int, rows: int, step: int) -> int:
