@@ -106,6 +106,16 @@ class Budget:
         """Whether a time budget has less than `seconds` left (never for an epoch budget)."""
         return self.seconds is not None and self.left(1.0) < seconds
 
+    def shortfall(self, epochs: int, seconds: float, until: float) -> str | None:
+        """Why a run of `epochs` epochs (under an epoch budget) or about `seconds` seconds (under a time budget) does
+        not fit what is left before `until`; None when it fits."""
+        if self.reproducible:
+            have = self.epochs_left(until)
+            left, need, short = f"{have} epochs", f"{epochs} epochs", have < epochs
+        else:
+            left, need, short = f"{self.left(until):.1f} s", f"about {seconds:.1f} s", self.left(until) < seconds
+        return f"what is left ({left}) is less than the {need} needed" if short else None
+
     def epochs_left(self, until: float) -> int:
         """Epochs left before `until` (a fraction of the budget); a large number for a time budget."""
         if self.epochs is None:

@@ -193,10 +193,8 @@ def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dat
                              "rows": len(rows.x_train)}
     time_limit = None if budget.reproducible else budget.left(end)
     needs = epochs * run.seconds / max(run.epochs, 1) * len(rows.x_train) / max(len(data.x_train), 1)
-    left = f"{budget.epochs_left(end)} epochs" if time_limit is None else f"{time_limit:.1f} s"
-    if budget.epochs_left(end) < epochs if time_limit is None else time_limit < needs:
-        reporter.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept do not fit what "
-                                 f"is left ({left}; they need about {needs:.1f} s)"})
+    if (short := budget.shortfall(epochs, needs, end)) is not None:
+        reporter.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept: {short}"})
         return None
     config = replace(schedule, time_limit_s=time_limit, keep_last=True, until_deadline=False)
     out, weights = run_until(space.to_spec(final.winner.candidate, info), config, rows, epochs, search.tick,

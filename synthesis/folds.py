@@ -83,11 +83,8 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     time_limit = None if budget.reproducible else budget.left(end)
     row_epoch_s = run.seconds / max(run.epochs, 1) / max(len(data.x_train), 1)
     needs = run.compile_s + sum(epochs * row_epoch_s * len(train) for train, _ in splits)
-    if budget.epochs_left(end) < epochs * len(splits) if time_limit is None else time_limit < needs:
-        left, need = ((f"{budget.epochs_left(end)} epochs", f"{epochs * len(splits)} epochs") if time_limit is None
-                      else (f"{time_limit:.1f} s", f"about {needs:.1f} s"))
-        reporter.event("folds", {**event, "status": "skipped",
-                                 "reason": f"the folds do not fit what is left ({left}; they need {need})"})
+    if (short := budget.shortfall(epochs * len(splits), needs, end)) is not None:
+        reporter.event("folds", {**event, "status": "skipped", "reason": f"the folds: {short}"})
         return None
     spec = space.to_spec(final.winner.candidate, info)
     held_out, nets, start = np.zeros((len(y), info.num_classes)), [], time.perf_counter()

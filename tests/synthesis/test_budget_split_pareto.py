@@ -153,3 +153,18 @@ def test_pace_sizes_epochs_to_the_time_left() -> None:
     # ... and so does its own compilation: here 0.3 s instead of the others' median of 2 s
     own = TrialResult(step_s=0.01, compile_s=0.3)
     assert pace.epochs_within(4.3, 1_000, 100, most=100, measured=own, batch_size=10) == 29  # 0.85 * 4.0 / 1.15 / 0.1
+
+
+def test_a_shortfall_names_what_is_left_and_what_is_needed_in_the_budgets_unit() -> None:
+    from synthesis.budget import Budget
+
+    epochs = Budget(epochs=10)
+    epochs.spend_epochs(6)  # 10 * 0.75 = 7 until the final training ends: 1 left
+    assert epochs.shortfall(1, 1e9, epochs.final_end()) is None  # seconds do not count under an epoch budget
+    assert epochs.shortfall(2, 0.0, epochs.final_end()) == "what is left (1 epochs) is less than the 2 epochs needed"
+    now = [0.0]
+    seconds = Budget(seconds=200, clock=lambda: now[0])
+    now[0] = 100.0
+    assert seconds.shortfall(10**6, 49.0, 0.75) is None  # 150 - 100 = 50 s left
+    short = seconds.shortfall(0, 51.0, 0.75)
+    assert short is not None and "50.0 s" in short and "about 51.0 s" in short
