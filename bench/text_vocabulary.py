@@ -57,9 +57,9 @@ def run(dataset: str, rule: str, seed: int, data_dir: Path) -> dict[str, Any]:
     x = encoder.encode(texts)
     floor = linear.fit(x, np.asarray(split.y_train), len(split.classes),
                        linear.Bag(layout["bag_start"], layout["bag_vocab"], layout["bag_words"]), seed)
-    error, loss = floor.tried[f"{floor.form} C={floor.c:g}"]
+    error, loss = floor.tried[floor.key]
     return {"dataset": dataset, "rule": rule, "seed": seed, "cv_error": round(1 - error, 5), "cv_log_loss": loss,
-            "choice": f"{floor.form} C={floor.c:g}", "bag_ids": layout["bag_vocab"], "words": encoder.vocab_size,
+            "choice": floor.description, "bag_ids": layout["bag_vocab"], "words": encoder.vocab_size,
             "floor_params": layout["bag_vocab"] * len(split.classes), "seconds": round(time.monotonic() - start, 1)}
 
 

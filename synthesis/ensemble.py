@@ -163,6 +163,6 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
 
 def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> Weights:
     variables = refit_variables(linear_fit, info, data)
-    reporter.event("refit", {"model": "linear floor", "form": linear_fit.form, "C": linear_fit.c,
+    reporter.event("refit", {"model": "linear floor", "form": linear_fit.description,
                              "rows": len(data.y_train) + len(data.y_val)})
     return variables

@@ -34,7 +34,7 @@ def fit_trial(info: SpaceInfo, data: Dataset, label_smoothing: float, time_limit
     loss = excess_loss(measured, label_smoothing, info.num_classes)
     folds = ", ".join(f"{k}: {a:.4f}" for k, (a, _) in floor.tried.items())
     return TrialResult(curve=[accuracy], status="completed",
-                       reason=f"{floor.form} C={floor.c:g} (out-of-fold accuracy {folds})"[:500], seconds=seconds,
+                       reason=f"{floor.description} (out-of-fold accuracy {folds})"[:500], seconds=seconds,
                        epochs=0, variables=floor.variables(), best_metric=accuracy, best_loss=loss,
                        first_epoch_s=seconds), floor
 

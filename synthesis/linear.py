@@ -7,11 +7,15 @@ inverse document frequency (scikit-learn's ``smooth_idf``) and each block of a r
 its feature count (the core ``embedding_bag``'s ``"sqrt"`` norm): a union of a word and a character TF-IDF
 vectoriser, each block normalised on its own. Two forms are tried (:data:`FORMS`): multinomial logistic
 regression on those features, and, for two classes, the same with each feature scaled by its naive-Bayes
-log-count ratio (NB-LR: Wang and Manning, "Baselines and Bigrams", ACL 2012). The form and the inverse
+log-count ratio (NB-LR: Wang and Manning, "Baselines and Bigrams", ACL 2012); and, where both are tried, a blend of
+the two, each at its own best C, their logits weighted by a share of :data:`SHARES` (Wang and Manning's
+interpolation between NB and a discriminative model, here between the two fitted forms). The form and the inverse
 regularisation C (:data:`C_GRID`) are chosen by stratified k-fold cross-validation on every row given (training and
-validation rows): a tenth of the rows chooses C too noisily. The chosen model is then fitted on all of them, and
-its out-of-fold log-probabilities are kept, so what is stacked or compared with it later is scored on rows the
-model that scored them had not seen.
+validation rows): a tenth of the rows chooses C too noisily; the blend's share is chosen on k - 1 folds and scored
+on the one left out, so its free parameter does not flatter it. The chosen model is then fitted on all of them,
+and its out-of-fold log-probabilities are kept, so what is stacked or compared with it later is scored on rows the
+model that scored them had not seen. A blend of linear models over one bag is one linear model: its
+coefficients are the forms' coefficients times their feature weights, summed by share.
 
 The fitted model is the core network of the genome ``{"kind": "text", "encoder": "linear"}``
 (`synthesis.space.text`): one ``embedding_bag`` per block, of one column per class holding
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +45,10 @@ C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 FORMS = ("tfidf", "nb")
 """``"tfidf"``: logistic regression on the TF-IDF features; ``"nb"`` (two classes only): on the features scaled by
 their naive-Bayes log-count ratio."""
+SHARES = tuple(round(0.1 * i, 1) for i in range(1, 10))
+"""The tf-idf form's shares tried in a blend of the two forms (the NB form's is one minus it)."""
+BLEND = "tfidf+nb"
+"""The name (and `LinearFit.tried` key) of the blend of the two forms."""
 FOLDS = 5
 MAX_ITER = 500
 NB_ALPHA = 1.0
@@ -63,19 +71,49 @@ class Bag:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One form of a floor: logistic regression on the `form`'s features at inverse regularisation `c`, its logits
+    weighted by `share`."""
+
+    form: str
+    c: float
+    share: float = 1.0
+
+    @property
+    def key(self) -> str:
+        """``"nb C=3"``: its `LinearFit.tried` key."""
+        return f"{self.form} C={self.c:g}"
+
+
+@dataclass(frozen=True)
 class LinearFit:
-    """A fitted linear floor: its bag, form, per-feature weights (``idf * ratio``), coefficients [classes, features],
-    intercepts and C; the out-of-fold (accuracy, log-loss) of every form and C tried (``"nb C=3"``), and the
+    """A fitted linear floor: its bag, per-feature weights (``idf * ratio``, ones for a blend), coefficients
+    [classes, features], intercepts, and its parts (each form fitted, with its C and share of the logits); the
+    out-of-fold (accuracy, log-loss) of every form and C tried (``"nb C=3"``, and :data:`BLEND`), and the
     out-of-fold log-probabilities [rows, classes] of the chosen one on the rows it was fitted on."""
 
     bag: Bag
-    form: str
     weight: np.ndarray
     coef: np.ndarray
     intercept: np.ndarray
-    c: float
+    parts: tuple[Part, ...]
     tried: dict[str, tuple[float, float]]
     held_out: np.ndarray
+
+    @property
+    def form(self) -> str:
+        """``"tfidf"``, ``"nb"`` or :data:`BLEND`."""
+        return "+".join(part.form for part in self.parts)
+
+    @property
+    def key(self) -> str:
+        """Its `tried` key: ``"nb C=3"``, or :data:`BLEND`."""
+        return BLEND if len(self.parts) > 1 else self.parts[0].key
+
+    @property
+    def description(self) -> str:
+        """The form, C and share of each part: ``"nb C=3"``, ``"0.6 tfidf C=0.3 + 0.4 nb C=1"``."""
+        return " + ".join(part.key if len(self.parts) == 1 else f"{part.share:g} {part.key}" for part in self.parts)
 
     def variables(self) -> dict[str, Any]:
         """The weights of the linear genome's core network (`synthesis.space.text`)."""
@@ -137,7 +175,8 @@ def fit(x: np.ndarray, y: np.ndarray, num_classes: int, bag: Bag, seed: int = 0,
         deadline: float | None = None) -> LinearFit:
     """Choose the form and C of the lowest out-of-fold error (within its noise, log-loss: `synthesis.select`) by
     k-fold cross-validation on the rows `x`, `y`, walking :data:`C_GRID` until `deadline` (a ``time.monotonic()``
-    value) once one C is scored, then fit that choice on all of them."""
+    value) once one C is scored, then fit that choice on all of them. With two forms, their blend (each at its
+    best C) is a choice too, scored out of fold with its share chosen on the other folds."""
     forms = FORMS if num_classes == 2 and len(np.unique(y)) == 2 else FORMS[:1]
     splits = folds(y, seed)
     prepared = {(form, i): _prepared(x, y, train, test, bag, form) for form in forms for i, (train, test) in
@@ -154,31 +193,70 @@ def fit(x: np.ndarray, y: np.ndarray, num_classes: int, bag: Bag, seed: int = 0,
                 model.set_params(C=c)
                 _fit(model, train_x, train_y)
                 log_p[test] = _log_proba(test_x, *_full(model, num_classes))
-            key = f"{form} C={c:g}"
+            key = Part(form, c).key
             held_out[key], tried[key] = log_p, scores(log_p, y)
         if deadline is not None and time.monotonic() > deadline:
             break
+    best_of = {form: select.rank([k for k in tried if k.startswith(f"{form} ")], lambda k: tried[k], len(y))[0]
+               for form in forms}
+    members = held_out[best_of[forms[0]]], held_out[best_of[forms[-1]]]
+    if len(forms) == 2:
+        held_out[BLEND] = _normalised(blend_out_of_fold(*members, y, splits))
+        tried[BLEND] = scores(held_out[BLEND], y)
     best = select.rank(list(tried), lambda k: tried[k], len(y))[0]
-    form, c = best.split(" C=")[0], float(best.split(" C=")[1])
-    chosen = refit_as(bag, form, c, x, y, num_classes)
-    return LinearFit(bag, form, chosen.weight, chosen.coef, chosen.intercept, c, tried, held_out[best])
+    parts: tuple[Part, ...]
+    if best == BLEND:
+        share = share_of(*members, y)
+        tfidf, nb = (Part(form, _c_of(best_of[form])) for form in FORMS)
+        parts = (replace(tfidf, share=share), replace(nb, share=round(1 - share, 1)))
+    else:
+        parts = (Part(best.split(" C=")[0], _c_of(best)),)
+    chosen = refit_as(bag, parts, x, y, num_classes)
+    return replace(chosen, tried=tried, held_out=held_out[best])
+
+
+def share_of(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> float:
+    """The share of :data:`SHARES` whose blend ``share * a + (1 - share) * b`` of log-probabilities has the lowest
+    cross-entropy on labels `y`."""
+    return min(SHARES, key=lambda s: scores(s * a + (1 - s) * b, y)[1])
+
+
+def blend_out_of_fold(a: np.ndarray, b: np.ndarray, y: np.ndarray, splits: list[tuple[np.ndarray, np.ndarray]]
+                      ) -> np.ndarray:
+    """The blend's logits on every row, each held-out part of `splits` with the share :func:`share_of` chooses on
+    the other rows."""
+    logits = np.zeros_like(a)
+    for train, test in splits:
+        share = share_of(a[train], b[train], y[train])
+        logits[test] = share * a[test] + (1 - share) * b[test]
+    return logits
 
 
 def refit(floor: LinearFit, x: np.ndarray, y: np.ndarray, num_classes: int) -> LinearFit:
-    """The floor refitted with its form and C on all of `x` (training and validation rows together), its feature
-    weights learned again from them."""
-    fitted = refit_as(floor.bag, floor.form, floor.c, x, y, num_classes)
-    return LinearFit(floor.bag, floor.form, fitted.weight, fitted.coef, fitted.intercept, floor.c, floor.tried,
-                     floor.held_out)
+    """The floor refitted with its parts (forms, Cs and shares) on all of `x` (training and validation rows
+    together), its feature weights learned again from them."""
+    return replace(refit_as(floor.bag, floor.parts, x, y, num_classes), tried=floor.tried, held_out=floor.held_out)
 
 
-def refit_as(bag: Bag, form: str, c: float, x: np.ndarray, y: np.ndarray, num_classes: int) -> LinearFit:
-    """`form` at `c` fitted on the rows `x`, `y` (nothing held out)."""
-    weight = feature_weight(x, y, bag, form)
-    model = LogisticRegression(C=c, max_iter=MAX_ITER)
-    _fit(model, features(x, bag, weight), y)
-    coef, intercept = _full(model, num_classes)
-    return LinearFit(bag, form, weight, coef, intercept, c, {}, np.zeros((0, num_classes)))
+def refit_as(bag: Bag, parts: tuple[Part, ...], x: np.ndarray, y: np.ndarray, num_classes: int) -> LinearFit:
+    """The floor of `parts` fitted on the rows `x`, `y` (nothing held out): one part's form as fitted, or the
+    parts' coefficients times their feature weights, summed by share, on unit feature weights."""
+    fitted = []
+    for part in parts:
+        weight = feature_weight(x, y, bag, part.form)
+        model = LogisticRegression(C=part.c, max_iter=MAX_ITER)
+        _fit(model, features(x, bag, weight), y)
+        fitted.append((weight, *_full(model, num_classes)))
+    empty = np.zeros((0, num_classes))
+    if len(parts) == 1:
+        weight, coef, intercept = fitted[0]
+        return LinearFit(bag, weight, coef, intercept, parts, {}, empty)
+    shares = np.asarray([part.share for part in parts])
+    coef = np.einsum("p,pf,pkf->kf", shares, np.stack([w for w, _, _ in fitted]), np.stack([c for _, c, _ in fitted]))
+    intercept = shares @ np.stack([i for _, _, i in fitted])
+    unit = np.ones(bag.vocab)
+    unit[0] = 0.0
+    return LinearFit(bag, unit, coef, intercept, parts, {}, empty)
 
 
 def folds(y: np.ndarray, seed: int, k: int = FOLDS) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -227,6 +305,13 @@ def _full(model: LogisticRegression, num_classes: int) -> tuple[np.ndarray, np.n
     return coef, intercept
 
 
-def _log_proba(x: sp.csr_matrix, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-    logits = np.asarray(x @ coef.T) + intercept
+def _c_of(key: str) -> float:
+    return float(key.split(" C=")[1])
+
+
+def _normalised(logits: np.ndarray) -> np.ndarray:
     return np.asarray(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+
+
+def _log_proba(x: sp.csr_matrix, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    return _normalised(np.asarray(x @ coef.T) + intercept)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from dataclasses import replace
 
 import jax
 import numpy as np
@@ -86,9 +88,9 @@ def test_a_binary_floor_splits_its_one_decision_function_between_the_classes() -
 
 def test_the_form_and_c_of_the_best_out_of_fold_score_are_kept() -> None:
     floor = fit(bag_task(classes=2, noise=10))
-    assert list(floor.tried) == [f"{form} C={c:g}" for c in linear.C_GRID for form in linear.FORMS]
+    assert list(floor.tried) == [f"{form} C={c:g}" for c in linear.C_GRID for form in linear.FORMS] + [linear.BLEND]
     best = select.rank(list(floor.tried), lambda k: floor.tried[k], len(floor.held_out))[0]
-    assert best == f"{floor.form} C={floor.c:g}"
+    assert best == floor.key
     assert len({round(loss, 6) for _, loss in floor.tried.values()}) > 1  # C matters: the choice is real
 
 
@@ -99,8 +101,8 @@ def test_a_multi_class_floor_tries_logistic_regression_on_tf_idf_only() -> None:
 
 def test_a_deadline_that_has_passed_stops_the_path_after_one_c() -> None:
     floor = fit(bag_task(classes=2), deadline=time.monotonic() - 1)
-    assert list(floor.tried) == [f"{form} C={linear.C_GRID[0]:g}" for form in linear.FORMS]
-    assert floor.c == linear.C_GRID[0]
+    assert list(floor.tried) == [f"{form} C={linear.C_GRID[0]:g}" for form in linear.FORMS] + [linear.BLEND]
+    assert {part.c for part in floor.parts} == {linear.C_GRID[0]}
 
 
 def test_held_out_log_probabilities_come_from_models_that_did_not_see_the_row() -> None:
@@ -123,10 +125,60 @@ def test_the_nb_ratio_is_positive_for_features_of_class_one_and_the_network_comp
     data = halves(task)
     ratio = linear.nb_ratio(data.x_train, data.y_train, bag(task))
     assert ratio[1 + 10 * 1] > 0 > ratio[1 + 10 * 0]  # the class features (ids 1 + 10 c) lean to their class
-    nb = linear.refit_as(bag(task), "nb", 1.0, data.x_train, data.y_train, 2)
+    nb = linear.refit_as(bag(task), (linear.Part("nb", 1.0),), data.x_train, data.y_train, 2)
     spec = to_spec(floor_candidate(task), info_of(task))
     np.testing.assert_allclose(predict_proba(build(spec), nb.variables(), data.x_val),
                                np.exp(nb.log_proba(data.x_val)), atol=1e-5)
+
+
+@pytest.mark.parametrize("share", [0.3, 0.8])
+def test_a_blend_of_the_two_forms_is_one_linear_model_the_network_computes(share: float) -> None:
+    """The blend's logits are the share-weighted logits of the two forms fitted alone, in numpy, JAX and ONNX."""
+    task = bag_task(classes=2)
+    data = halves(task)
+    parts = (linear.Part("tfidf", 0.3, share), linear.Part("nb", 3.0, round(1 - share, 1)))
+    blend = linear.refit_as(bag(task), parts, data.x_train, data.y_train, 2)
+    alone = [linear.refit_as(bag(task), (replace(p, share=1.0),), data.x_train, data.y_train, 2) for p in parts]
+    logits = sum(p.share * a.log_proba(data.x_val) for p, a in zip(parts, alone, strict=True))
+    expected = np.exp(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+    np.testing.assert_allclose(np.exp(blend.log_proba(data.x_val)), expected, atol=1e-6)
+    spec = to_spec(floor_candidate(task), info_of(task))
+    np.testing.assert_allclose(predict_proba(build(spec), blend.variables(), data.x_val), expected, atol=1e-5)
+    onnx = OnnxClassifier(to_onnx_bytes(spec, blend.variables()))
+    np.testing.assert_allclose(onnx.predict_proba(data.x_val), expected, atol=1e-5)
+    assert blend.form == linear.BLEND and blend.description == f"{share:g} tfidf C=0.3 + {1 - share:.1g} nb C=3"
+
+
+def test_the_blend_is_scored_with_shares_chosen_on_the_other_folds() -> None:
+    """Form `a` is right on the first half of the rows and `b` on the second: each half is scored with the share
+    its other half prefers, so the blend is wrong everywhere, as a share chosen without those rows would be."""
+    y = np.tile([0, 1], 10)
+    right, wrong = np.log([[0.9, 0.1], [0.1, 0.9]]), np.log([[0.1, 0.9], [0.9, 0.1]])
+    a = np.concatenate([right[y[:10]], wrong[y[10:]]])
+    b = np.concatenate([wrong[y[:10]], right[y[10:]]])
+    halves_ = [(np.arange(10, 20), np.arange(10)), (np.arange(10), np.arange(10, 20))]
+    logits = linear.blend_out_of_fold(a, b, y, halves_)
+    assert linear.share_of(a[:10], b[:10], y[:10]) == max(linear.SHARES)
+    np.testing.assert_allclose(logits[:10], min(linear.SHARES) * a[:10] + max(linear.SHARES) * b[:10])
+    assert np.all(logits.argmax(axis=1) != y)
+
+
+def test_the_blend_is_chosen_when_it_scores_best_and_refitted_with_its_parts() -> None:
+    """A quarter of the labels flipped (seed 1, 400 rows): neither form alone is as good out of fold as their
+    blend, which ships as its two parts with their Cs and shares."""
+    task = bag_task(n=400, classes=2, noise=10, seed=1)
+    y = task.y.copy()
+    flip = np.random.default_rng(1).random(len(y)) < 0.25
+    y[flip] = 1 - y[flip]
+    floor = linear.fit(task.x, y, 2, bag(task), 0)
+    assert floor.key == linear.BLEND and [p.form for p in floor.parts] == list(linear.FORMS)
+    assert sum(p.share for p in floor.parts) == pytest.approx(1.0)
+    assert select.rank(list(floor.tried), lambda k: floor.tried[k], len(y))[0] == linear.BLEND
+    np.testing.assert_allclose(floor.held_out, floor.held_out - np.logaddexp.reduce(floor.held_out, axis=1,
+                                                                                     keepdims=True), atol=1e-9)
+    refitted = linear.refit(floor, task.x, y, 2)
+    assert refitted.parts == floor.parts
+    np.testing.assert_allclose(refitted.coef, floor.coef)
 
 
 def test_padding_and_ids_outside_the_bag_vocabulary_carry_no_weight() -> None:
@@ -155,7 +207,7 @@ def test_the_refit_learns_from_the_validation_rows_too() -> None:
     assert floor.coef[1, 35] == 0.0
     refitted = linear.refit(floor, np.concatenate([data.x_train, x_val]), np.concatenate([data.y_train, data.y_val]),
                             2)
-    assert refitted.c == floor.c and refitted.coef[1, 35] > 0.0
+    assert refitted.parts == floor.parts and refitted.coef[1, 35] > 0.0
 
 
 def test_text_seeds_start_with_the_floor_only_where_the_input_has_an_n_gram_bag() -> None:
@@ -172,7 +224,7 @@ def test_the_search_fits_the_floor_first_and_the_delivered_model_is_chosen_on_va
     result = synthesize(task, Budget(epochs=12), Options(seed=0, latency=LATENCY, compress=False), events)
     first = result.log[0]
     assert first["origin"] == "seed:linear" and first["status"] == "completed"
-    assert first["reason"].split(" C=")[0] in linear.FORMS
+    assert re.fullmatch(r"(0\.\d )?(tfidf|nb) C=[\d.]+( \+ 0\.\d nb C=[\d.]+)?", first["reason"].split(" (")[0])
     assert all(not e["origin"].startswith("mutation:" + first["id"]) for e in result.log)  # the floor is not mutated
     choice = events.of("ensemble")
     delivered = result.model.metrics["candidate"]
