@@ -1,7 +1,8 @@
 """SmoothGrad: the gradient averaged over noisy copies of the input, times the input.
 
 Smilkov et al., "SmoothGrad: removing noise by adding noise", 2017: SAMPLES copies with Gaussian noise of NOISE
-times the input's range (they recommend 10-20 %). Images: a pixel's score is the channel sum of the averaged
+times the input's range (they recommend 10-20 %), each image's own ``max - min``, so images of floats in [0, 1] and
+of bytes get the same relative noise. Images: a pixel's score is the channel sum of the averaged
 gradient times its raw value (the difference from the black image, as integrated gradients'); texts: the noise is
 on the scale of each position's embedding vectors around 1, and a position's score is the averaged gradient with
 respect to that scale. The noise is drawn from a fixed seed, so a map is reproducible.
@@ -20,7 +21,7 @@ from synthesis.explain.subject import Subject
 
 SAMPLES = 32
 NOISE = 0.15
-PIXEL_RANGE = 255.0
+"""The noise's standard deviation as a share of each input's range."""
 SEED = 0
 
 
@@ -28,9 +29,11 @@ def image_scores(subject: Subject, x: np.ndarray, targets: np.ndarray) -> np.nda
     """``[N, H, W]`` SmoothGrad x input of raw images."""
     x = np.asarray(x, np.float32)
     rng, t = np.random.default_rng(SEED), jnp.asarray(targets, jnp.int32)
+    axes = tuple(range(1, x.ndim))
+    sigma = NOISE * (x.max(axis=axes, keepdims=True) - x.min(axis=axes, keepdims=True))
     total = np.zeros_like(x, dtype=np.float64)
     for _ in range(SAMPLES):
-        noisy = x + rng.normal(0.0, NOISE * PIXEL_RANGE, x.shape).astype(np.float32)
+        noisy = x + (rng.normal(0.0, 1.0, x.shape) * sigma).astype(np.float32)
         total += np.asarray(input_gradients(subject.model, subject.variables, jnp.asarray(noisy), t)[0])
     return np.asarray((x * total / SAMPLES).sum(axis=-1), np.float32)
 

@@ -3,15 +3,17 @@ weight randomisation, completeness of integrated gradients, deletion faithfulnes
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
 from core.model import build
-from synthesis.explain import METHODS, Subject, checks, integrated, tracin
+from synthesis.explain import METHODS, Subject, checks, integrated, smoothgrad, tracin
 from synthesis.explain.subject import output_layers, spatial_layers
 from synthesis.space import image
 from synthesis.space.types import SpaceInfo
@@ -68,6 +70,27 @@ def test_deleting_pixels_in_attribution_order_lowers_the_probability_faster_than
     ordered = checks.image_deletion(subject, x, y, maps).mean()
     random = checks.image_deletion(subject, x, y, maps, "random").mean()
     assert ordered < random
+
+
+@pytest.mark.parametrize("top", [1.0, 255.0])
+def test_smoothgrads_noise_is_a_share_of_each_images_own_range(monkeypatch: pytest.MonkeyPatch, top: float) -> None:
+    """Images of floats in [0, 1] and of bytes get noise of the same share of their range: an image spanning
+    [0, top] gets noise of standard deviation NOISE * top, one spanning a tenth of it a tenth of that."""
+    seen: list[np.ndarray] = []
+
+    def gradients(model: Any, variables: Any, noisy: Any, targets: Any) -> tuple[Any, None]:
+        seen.append(np.asarray(noisy))
+        return jnp.zeros_like(noisy), None
+
+    monkeypatch.setattr(smoothgrad, "input_gradients", gradients)
+    x = np.random.default_rng(0).uniform(0, 1, (2, 32, 32, 3)).astype(np.float32)
+    x[0] = (x[0] - x[0].min()) / (x[0].max() - x[0].min()) * top
+    x[1] = (x[1] - x[1].min()) / (x[1].max() - x[1].min()) * top / 10
+    smoothgrad.image_scores(cast(Subject, SimpleNamespace(model=None, variables=None)), x, np.zeros(2, np.int32))
+    noise = np.stack(seen) - x
+    assert len(seen) == smoothgrad.SAMPLES
+    np.testing.assert_allclose(noise[:, 0].std(), smoothgrad.NOISE * top, rtol=0.02)
+    np.testing.assert_allclose(noise[:, 1].std(), smoothgrad.NOISE * top / 10, rtol=0.02)
 
 
 def test_grad_cams_layer_is_found_from_the_spec(objects: dict[str, Any]) -> None:
