@@ -2,9 +2,11 @@
 
 Sundararajan, Taly and Yan, "Axiomatic Attribution for Deep Networks", ICML 2017. Images: the baseline is the
 black image (every raw pixel 0), and a pixel's attribution is the sum over its channels. Texts: the path scales
-every position's embedding vectors from 0 (the baseline: all embeddings zero) to 1, so a position's attribution is
-the integral of the gradient with respect to its scale (Sundararajan et al.'s embedding baseline), shared among
-the words that produced its id. The integral is the midpoint rule over `steps` points; the steps double (up to
+the embedding vectors of every position that holds an id from 0 (the baseline: those embeddings zero) to 1, so a
+position's attribution is the integral of the gradient with respect to its scale (Sundararajan et al.'s embedding
+baseline), shared among the words that produced its id. Padding keeps its embedding along the whole path: it is in
+the baseline as in the input, so it gets no attribution and the words' scores alone sum to the logit difference.
+The integral is the midpoint rule over `steps` points; the steps double (up to
 MAX_STEPS) until completeness holds to COMPLETENESS (the attributions sum to the logit difference between input
 and baseline, within 5 % of it).
 """
@@ -17,14 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from synthesis.explain.base import register
-from synthesis.explain.grads import input_gradients, scale_gradients, text_position_scores
-from synthesis.explain.subject import Subject
+from synthesis.explain.grads import input_gradients, scale_gradients
+from synthesis.explain.subject import Subject, word_scores
 
 STEPS, MAX_STEPS = 64, 512
 """The path's first number of points, and the most it doubles to."""
 COMPLETENESS = 0.05
 """The largest completeness error allowed, a fraction of the logit difference between input and baseline."""
-BASELINE, TEXT_BASELINE = "black image (raw pixels 0)", "zero embeddings"
+BASELINE, TEXT_BASELINE = "black image (raw pixels 0)", "zero embeddings (padding kept)"
 
 
 def completeness_error(attributions: np.ndarray, difference: np.ndarray) -> np.ndarray:
@@ -71,15 +73,38 @@ def image_attributions(subject: Subject, x: np.ndarray, targets: np.ndarray) -> 
 
 def position_attributions(subject: Subject, rows: np.ndarray, targets: np.ndarray
                           ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per-position integrated gradients ``[N, L]`` of int32 rows from zero embeddings, errors and steps."""
+    """Per-position integrated gradients ``[N, L]`` of int32 rows from zero embeddings of the positions holding an
+    id (padding, id 0, kept: its attribution is 0), completeness errors and steps."""
     ids, t = jnp.asarray(rows), jnp.asarray(targets, jnp.int32)
+    held = np.asarray(rows) != 0
 
     def gradient(alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scale = jnp.broadcast_to(jnp.asarray(alpha)[:, None], rows.shape)
+        scale = jnp.asarray(np.where(held, alpha[:, None], 1.0).astype(np.float32))
         grads, picked = scale_gradients(subject.model, subject.variables, ids, scale, t)
         return np.asarray(grads), np.asarray(picked)
 
-    return path_integral(gradient, np.ones(rows.shape, np.float32), len(rows))
+    return path_integral(gradient, held.astype(np.float32), len(rows))
+
+
+def text_attributions(subject: Subject, texts: Sequence[str], targets: np.ndarray
+                      ) -> tuple[list[np.ndarray], np.ndarray, int]:
+    """Per-word integrated gradients of `texts`, the completeness errors of the words' sums (a position that holds
+    an id no word produced would leave its share out) and the steps."""
+    assert subject.codec is not None
+    rows = subject.rows(texts)
+    attributions, _, steps = position_attributions(subject, rows, targets)
+    words = [word_scores(subject.codec.word_positions(text), attributions[i], len(text.split()))
+             for i, text in enumerate(texts)]
+    error = completeness_error(np.asarray([w.sum() for w in words]), _difference(subject, rows, targets))
+    return words, error, steps
+
+
+def _difference(subject: Subject, rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The target logits of `rows` minus those of their baseline (embeddings of the ids zero, padding kept)."""
+    ids, t, held = jnp.asarray(rows), jnp.asarray(targets, jnp.int32), np.asarray(rows) != 0
+    ends = [scale_gradients(subject.model, subject.variables, ids, jnp.asarray(np.where(held, a, 1.0), jnp.float32),
+                            t)[1] for a in (1.0, 0.0)]
+    return np.asarray(ends[0], np.float64) - np.asarray(ends[1], np.float64)
 
 
 class IntegratedGradients:
@@ -93,9 +118,8 @@ class IntegratedGradients:
         return image_attributions(subject, x, targets)[0]
 
     def texts(self, subject: Subject, texts: Sequence[str], targets: np.ndarray) -> list[np.ndarray]:
-        """Per-word attributions from zero embeddings."""
-        return text_position_scores(subject, texts, targets,
-                                    lambda rows, t: position_attributions(subject, rows, t)[0])
+        """Per-word attributions from zero embeddings (padding kept)."""
+        return text_attributions(subject, texts, targets)[0]
 
 
 register(IntegratedGradients())

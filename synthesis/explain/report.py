@@ -204,9 +204,14 @@ class _Builder:
                                                        for i in test]
         else:
             texts = [(data.texts or [])[int(i)] for i in test]
-            scores = METHODS[name].texts(subject, texts, targets)
+            if name == "integrated-gradients":
+                scores, error, steps = integrated.text_attributions(subject, texts, targets)
+                settings = {"baseline": integrated.TEXT_BASELINE, "steps": steps,
+                            "completeness_error_max": float(error.max()),
+                            "completeness_error_mean": float(error.mean())}
+            else:
+                scores = METHODS[name].texts(subject, texts, targets)
             seconds = time.perf_counter() - started
-            settings = {"baseline": integrated.TEXT_BASELINE} if name == "integrated-gradients" else {}
             tick()
             faithful = _deletion(checks.text_deletion(subject, texts, targets, scores),
                                  checks.text_deletion(subject, texts, targets, scores, "random"))

@@ -103,6 +103,17 @@ def bag_model(layout: Layout, length: int, classes: int) -> Spec:
     return net.spec("bag", {"shape": [length], "dtype": "int32", "modality": "text"}, classes)
 
 
+def word_model(layout: Layout, length: int, classes: int) -> Spec:
+    """Word embeddings, a width-3 convolution and global average pooling over the word positions (the text
+    space's word CNN): padding positions have an embedding and count in the mean."""
+    net = Net()
+    embed = net.add("embed", "embedding", "input", vocab_size=layout["vocab_size"], dim=16,
+                    length=layout["bag_start"] or None)
+    conv = net.add("relu", "activation", net.add("conv", "conv1d", embed, filters=16, kernel_size=3), fn="relu")
+    net.head(net.global_pools(conv, "avg")[0], 0, 0.0, classes)
+    return net.spec("words", {"shape": [length], "dtype": "int32", "modality": "text"}, classes)
+
+
 def trained(spec: Spec, x: np.ndarray, y: np.ndarray, epochs: int, learning_rate: float = 3e-3) -> dict[str, Any]:
     """`spec`'s weights after `epochs` on (x, y), validated on its last sixth (no augmentation)."""
     cut = len(y) * 5 // 6

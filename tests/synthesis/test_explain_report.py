@@ -93,6 +93,7 @@ def test_a_text_report_scores_each_word() -> None:
     data = ReportData(["good", "bad"], rows, y, np.arange(300, 400), np.arange(300), texts=texts)
     c = build_report(subject, data).content
     assert c["omitted"] == [] and set(c["methods"]) == {"integrated-gradients", "occlusion"}
+    assert c["methods"]["integrated-gradients"]["completeness_error_max"] < 0.05
     for example in c["examples"]:
         assert example["tokens"] == texts[example["row"]].split()
         assert {len(s) for s in example["scores"].values()} == {len(example["tokens"])}

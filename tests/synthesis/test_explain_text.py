@@ -12,7 +12,7 @@ import pytest
 from domain.ingest.text import TextEncoder
 from synthesis.explain import METHODS, Subject, checks, integrated
 from synthesis.explain.grads import text_position_scores
-from tests.synthesis.explain_sets import bag_model, keyword_texts, on_keyword, trained
+from tests.synthesis.explain_sets import bag_model, keyword_texts, on_keyword, trained, word_model
 
 TEST = 100
 
@@ -48,6 +48,24 @@ def test_integrated_gradients_over_the_embeddings_are_complete(keywords: dict[st
     assert error.max() < integrated.COMPLETENESS
     words = text_position_scores(subject, texts, y, lambda r, t: integrated.position_attributions(subject, r, t)[0])
     assert np.allclose([w.sum() for w in words], positions.sum(axis=1), rtol=1e-3, atol=1e-4)
+
+
+def test_padding_gets_no_attribution_and_the_words_alone_are_complete() -> None:
+    """A word CNN averages over every position, padding included: padding keeps its embedding along the path, so
+    its positions get nothing and the words' scores sum to the logit difference within 5 %."""
+    texts, y, _ = keyword_texts(600, seed=2)
+    encoder = TextEncoder.fit(texts[:500])
+    rows = encoder.encode(texts)
+    spec = word_model(encoder.layout(), rows.shape[1], 2)
+    subject = Subject.of(spec, trained(spec, rows[:500], y[:500], epochs=6, learning_rate=1e-2), encoder)
+    held, targets = texts[500:530], y[500:530]
+    encoded = subject.rows(held)
+    assert (encoded[:, :encoder.layout()["bag_start"]] == 0).any()  # texts shorter than the rows: padding counts
+    positions, _, _ = integrated.position_attributions(subject, encoded, targets)
+    assert np.all(positions[encoded == 0] == 0)
+    words, error, steps = integrated.text_attributions(subject, held, targets)
+    assert [len(w) for w in words] == [len(t.split()) for t in held]
+    assert error.max() < integrated.COMPLETENESS and steps >= integrated.STEPS
 
 
 @pytest.mark.parametrize("name", ["integrated-gradients", "occlusion"])
