@@ -189,9 +189,7 @@ class _Builder:
             x = data.x[test]
             if name == "integrated-gradients":
                 maps, error, steps = integrated.image_attributions(subject, x, targets)
-                settings = {"baseline": integrated.BASELINE, "steps": steps,
-                            "completeness_error_max": float(error.max()),
-                            "completeness_error_mean": float(error.mean())}
+                settings = _completeness(integrated.BASELINE, steps, error)
             else:
                 maps = METHODS[name].images(subject, x, targets)
                 settings = {"layers": spatial_layers(subject.graph)} if name == "gradcam" else {}
@@ -206,9 +204,7 @@ class _Builder:
             texts = [(data.texts or [])[int(i)] for i in test]
             if name == "integrated-gradients":
                 scores, error, steps = integrated.text_attributions(subject, texts, targets)
-                settings = {"baseline": integrated.TEXT_BASELINE, "steps": steps,
-                            "completeness_error_max": float(error.max()),
-                            "completeness_error_mean": float(error.mean())}
+                settings = _completeness(integrated.TEXT_BASELINE, steps, error)
             else:
                 scores = METHODS[name].texts(subject, texts, targets)
             seconds = time.perf_counter() - started
@@ -255,6 +251,12 @@ class _Builder:
                         "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
         return {"influence": {**self.parts["influence"], "checkpoints": len(steps), "examples": out},
                 **self._suspects(scores, predicted, len(steps))}
+
+
+def _completeness(baseline: str, steps: int, error: np.ndarray) -> dict[str, Any]:
+    """Integrated gradients' settings: its baseline, steps and completeness errors."""
+    return {"baseline": baseline, "steps": steps, "completeness_error_max": float(error.max()),
+            "completeness_error_mean": float(error.mean())}
 
 
 def _deletion(ordered: np.ndarray, random: np.ndarray) -> dict[str, float]:
