@@ -25,6 +25,7 @@ _EXPORTS = {
     "schema": ["json_schema"],
     "spec": ["InputSpec", "Node", "Spec"],
     "surgery": ["filter_norms", "remove_units", "remove_units_many", "zero_units"],
+    "temperature": ["logit_layers", "scale_logits"],
     "training": ["train"],
     "train_config": ["Progress", "TrainConfig", "TrainResult"],
 }

@@ -16,6 +16,7 @@ from core.model import build
 from core.spec import Spec
 from domain.onnx_run import OnnxClassifier
 from synthesis.explain import Report
+from synthesis.explain.summary import calibration
 
 PARITY_TOLERANCE = 1e-3
 """Largest difference in any class probability between the ONNX export and the trained network."""
@@ -48,13 +49,15 @@ def onnx_latency_ms(classifier: OnnxClassifier, example: np.ndarray, runs: int =
 
 def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: np.ndarray,
             probe: np.ndarray) -> Delivered:
-    """Evaluate on the test split (none: no test figures), export to ONNX, check on `probe` inputs that the export
+    """Evaluate on the test split (none: no test figures; with them the expected calibration error and the
+    reliability diagram's bins), export to ONNX, check on `probe` inputs that the export
     agrees with the network, measure size and latency.
 
     Raises RuntimeError when the export disagrees with the trained network by more than PARITY_TOLERANCE.
     """
     model = build(spec)
     test = evaluate(model, variables, x_test, y_test) if len(y_test) else {}
+    reliability = calibration(predict_proba(model, variables, x_test), y_test) if len(y_test) else None
     onnx = onnx_export.to_onnx_bytes(spec, variables)
     classifier = OnnxClassifier(onnx)
     probe = probe[:64]
@@ -65,7 +68,9 @@ def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: n
     weights = checkpoint.to_bytes(spec, variables)
     metrics = {"test_accuracy": test.get("accuracy"), "test_loss": test.get("loss"), "params": info.params,
                "macs": info.macs, "weights_bytes": len(weights), "onnx_bytes": len(onnx),
-               "latency_ms": round(onnx_latency_ms(classifier, probe), 4), "onnx_max_abs_diff": gap}
+               "latency_ms": round(onnx_latency_ms(classifier, probe), 4), "onnx_max_abs_diff": gap,
+               "test_ece": reliability and round(reliability["ece"], 6), "test_reliability": reliability and
+               reliability["bins"]}
     return Delivered(spec=spec.to_dict(), weights=weights, onnx=onnx, param_count=info.params, metrics=metrics,
                      architecture=architecture(spec))
 

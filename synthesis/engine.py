@@ -15,6 +15,7 @@ from core.compilation import metered
 from core.data import Dataset
 from synthesis import ensemble, select, space
 from synthesis.budget import Budget, Schedule, StageClock
+from synthesis.calibrate import calibrate
 from synthesis.deliver import deliver, measured_latency_ms
 from synthesis.final import Final, best_so_far, flips, refit_network, train_final, validation
 from synthesis.fine import fine_synthesis
@@ -101,7 +102,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
     search = Search(info, searched, budget, config, options.constraints, latency, reporter, options.executor)
     trials = search.run()
     clock.lap("search")
-    compressed, flip, snapshots, trained = None, False, list[dict[str, Any]](), ""
+    compressed, flip, snapshots, trained, compared = None, False, list[dict[str, Any]](), "", False
     if search.stop_reason in INTERRUPTED:  # anytime: deliver the best model trained so far, quietly
         final = best_so_far(search)
         delivered, reporter = final.variables, NullReporter()
@@ -116,6 +117,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
             winner, variables, delivered = ensemble.finish(
                 trials, search.floor, final.winner, final.variables, info, data, reporter, options.seed,
                 functools.partial(refit_network, validated, search, info, data, budget, reporter), folded)
+            compared = search.floor is not None and ensemble.compares(search.floor, data)  # calibrated out of fold
             if winner is not final.winner:  # the floor alone (fitted, not trained), or an ensemble with the network
                 alone = winner is (search.floor[0] if search.floor is not None else None)
                 bagged = folded is not None and folded.shipped  # the folds' networks: every labelled row trained them
@@ -130,6 +132,8 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
     clock.lap("final_training")
     winner, variables = final.winner, final.variables
     spec = space.to_spec(winner.candidate, info)
+    if not compared:
+        delivered = calibrate(spec, delivered, final.held_out_variables(), data.x_val, data.y_val, reporter)
     if search.stop_reason not in INTERRUPTED and options.compress:
         base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
                                                                 time_limit_s=None, patience=None), flip=flip)

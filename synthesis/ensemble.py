@@ -2,19 +2,20 @@
 
 After final training, the winning network and the linear floor (`synthesis.linear`) are compared and combined on
 out-of-fold log-probabilities: of every labelled row where the network was also trained on the floor's folds
-(`synthesis.folds`), else of the validation rows (the floor's are out-of-fold there too, from its
-cross-validation). The ensemble's logits are ``(w * floor + (1 - w) * network) / T``, ``w`` from :data:`WEIGHTS` and
-the temperature ``T`` from :data:`TEMPERATURES` (a weighted average of the members' log-probabilities; temperature
-scaling: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017). Each option (network alone, floor alone,
-ensemble) is scored by cross-fitting on those rows: its ``w`` and ``T`` are chosen by log-loss on k - 1 folds and
-scored on the fold left out, so the rows that choose between the options never also fitted what they choose (the
+(`synthesis.folds`), else of the validation rows (the floor's are out-of-fold there too, from its cross-validation).
+The ensemble's logits are ``(w * floor + (1 - w) * network) / T``, ``w`` from :data:`WEIGHTS` and the temperature
+``T`` from `synthesis.calibrate.TEMPERATURES` (a weighted average of the members' log-probabilities; temperature
+scaling: Guo et al., "On Calibration of Modern Neural Networks", ICML 2017). Each option (network alone, floor
+alone, ensemble) is scored by cross-fitting on those rows: its ``w`` and ``T`` are chosen by log-loss on k - 1 folds
+and scored on the fold left out, so the rows that choose between the options never also fitted what they choose (the
 ensemble's two free parameters would otherwise flatter it). The option that `synthesis.select` ranks first on those
-scores ships, with ``w`` and ``T`` then fitted on all of the rows. A network trained against label-smoothed
-targets is less sure of itself by design; its own temperature keeps that from deciding the comparison.
-Averaging models whose errors differ — a linear model over sparse n-grams and a network over word sequences —
-is the most reliable gain of AutoML systems (Erickson et al., "AutoGluon-Tabular", 2020, weighted ensembles;
-Caruana et al., "Ensemble Selection from Libraries of Models", ICML 2004). The ensemble is one core network (the
-members side by side, their output layers scaled by their weights, then summed), so it exports to one ONNX graph.
+scores ships, with ``w`` and ``T`` then fitted on all of the rows. A network trained against label-smoothed targets
+is less sure of itself by design; its own temperature keeps that from deciding the comparison, and what ships,
+network or floor alone too, ships divided by its temperature (calibrated out of fold). Averaging models whose errors
+differ — a linear model over sparse n-grams and a network over word sequences — is the most reliable gain of AutoML
+systems (Erickson et al., "AutoGluon-Tabular", 2020, weighted ensembles; Caruana et al., "Ensemble Selection from
+Libraries of Models", ICML 2004). The ensemble is one core network (the members side by side, their output layers
+scaled by their weights, then summed), so it exports to one ONNX graph.
 
 Whatever ships is delivered fitted on all training and validation rows: the floor refitted with its form and C, the
 network as the average of the folds' networks (each trained on all rows but one fold's) where they fit the dense
@@ -30,7 +31,9 @@ import numpy as np
 
 from core.analysis import analyse
 from core.data import Dataset
+from core.temperature import scale_logits
 from synthesis import select, space
+from synthesis.calibrate import calibrated
 from synthesis.floor import labelled, refit_variables, val_log_proba
 from synthesis.folds import FoldNetworks, probabilities_log, spec_proba
 from synthesis.linear import LinearFit, folds, scores
@@ -40,8 +43,6 @@ from synthesis.trial import Trial, TrialResult
 
 WEIGHTS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 """The floor's weights tried in an ensemble (the network's is one minus it)."""
-TEMPERATURES = tuple(float(t) for t in np.geomspace(0.25, 4.0, 33))
-"""Temperatures tried: logits divided by 1/4 to 4, 2^(1/8) apart."""
 OPTIONS = {"network": (0.0,), "floor": (1.0,), "ensemble": WEIGHTS}
 """The floor's weights each option may take."""
 
@@ -49,14 +50,6 @@ OPTIONS = {"network": (0.0,), "floor": (1.0,), "ensemble": WEIGHTS}
 def log_proba(trial: Trial, variables: dict[str, Any], info: space.SpaceInfo, x: np.ndarray) -> np.ndarray:
     """The network's log-probabilities [rows, classes] on `x`."""
     return probabilities_log(spec_proba(space.to_spec(trial.candidate, info), variables, x))
-
-
-def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(accuracy, mean cross-entropy, temperature) of `logits` divided by the temperature of :data:`TEMPERATURES`
-    that gives the lowest cross-entropy on labels `y` (the accuracy does not depend on it)."""
-    losses = {t: scores(logits / t, y) for t in TEMPERATURES}
-    best = min(losses, key=lambda t: losses[t][1])
-    return (*losses[best], best)
 
 
 def fit_weight(net: np.ndarray, lin: np.ndarray, y: np.ndarray, weights: tuple[float, ...]) -> tuple[float, float]:
@@ -108,12 +101,16 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
         again = refit() if refit is not None else None
         return variables if again is None else again
 
-    fitted_variables = floor[0].result.variables if floor is not None and floor[0].result is not None else None
-    if floor is None or fitted_variables is None or not len(data.y_val):
+    if floor is None or not compares(floor, data):
         return winner, variables, network()
     floor_trial, linear_fit = floor
+    fitted_variables = floor_trial.result.variables if floor_trial.result is not None else None
+    assert fitted_variables is not None
+    floor_spec = space.to_spec(floor_trial.candidate, info)
     if winner is floor_trial:
-        return winner, variables, _refitted(linear_fit, info, data, reporter)
+        lin, y = _floor_held_out(linear_fit, data)
+        return winner, variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, reporter),
+                                               1 / calibrated(lin, y)[2])
     if folded is not None:
         y, net, lin = labelled(data)[1], folded.held_out, linear_fit.held_out
     else:
@@ -130,9 +127,10 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
                                 **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
     if best == "floor":
-        return floor_trial, fitted_variables, _refitted(linear_fit, info, data, reporter)
+        return floor_trial, fitted_variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, reporter),
+                                                           1 / temperature)
     if best == "network" and not fold_nets:
-        return winner, variables, network()
+        return winner, variables, scale_logits(space.to_spec(winner.candidate, info), network(), 1 / temperature)
     members, parts, scales = [], [], []
     if best == "ensemble":  # its probabilities as calibrated out of fold
         members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, reporter)], \
@@ -140,7 +138,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     nets = list(folded.variables[:fold_nets]) if folded is not None and fold_nets else [network()]
     members += [winner.candidate] * len(nets)
     parts += nets
-    scales += [(1 - weight) / (1.0 if best == "network" else temperature) / len(nets)] * len(nets)
+    scales += [(1 - weight) / temperature / len(nets)] * len(nets)
     if fold_nets and folded is not None:
         folded.shipped = True
     accuracy, loss = held_out[best]
@@ -159,6 +157,21 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     trials.append(trial)
     reporter.event("candidate", trial.to_dict())
     return trial, validated, delivered
+
+
+def compares(floor: tuple[Trial, LinearFit], data: Dataset) -> bool:
+    """Whether :func:`finish` compares (and calibrates) the network with `floor`: the floor was fitted and there are
+    validation rows."""
+    return floor[0].result is not None and floor[0].result.variables is not None and bool(len(data.y_val))
+
+
+def _floor_held_out(linear_fit: LinearFit, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The floor's out-of-fold log-probabilities and their labels: of every labelled row where it was fitted on
+    all of them, else of the validation rows."""
+    y = labelled(data)[1]
+    if len(linear_fit.held_out) == len(y):
+        return linear_fit.held_out, y
+    return val_log_proba(linear_fit, data), data.y_val
 
 
 def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> Weights:

@@ -74,6 +74,13 @@ class Final:
         measured = trial.result.best_metric if trial.result is not None else None
         return cls(trial, variables, trial.seconds if trained_s is None else trained_s, val_accuracy=measured)
 
+    def held_out_variables(self) -> dict[str, Any] | None:
+        """Weights of this network that did not train on the validation rows: its own, else (after a refit) the
+        search's of the same network and recipe; None where there are none."""
+        if not self.refit:
+            return self.variables
+        return self.winner.result.variables if self.winner.result is not None else None
+
 
 def ranked(search: Search) -> list[Trial]:
     """The trained trials, best first (`Search.ranked`); raises when none trained."""

@@ -20,6 +20,7 @@ from domain.onnx_run import OnnxClassifier
 from synthesis.budget import Budget
 from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered
+from synthesis.explain.summary import calibration
 from synthesis.progress import INTERRUPTED, Cancelled, Reporter, Stopped
 
 TIME_SHARE = 0.75
@@ -95,13 +96,17 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
 
 
 def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> CompressedVariant:
-    """The compressed variant with its test accuracy (through its verified ONNX export, what ships) and figures."""
+    """The compressed variant with its test accuracy and calibration (through its verified ONNX export, what ships)
+    and figures."""
     after = c.report["after"]
     accuracy = (float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test)) if len(y_test) else None)
     metrics = {**c.report, "test_accuracy": accuracy, "val_accuracy": c.report["val_accuracy_after"],
                "params": after["params"], "nonzero_params": nonzero_params(c.variables), "macs": after["macs"],
                "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
                "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
+    reliability = calibration(OnnxClassifier(c.onnx).predict_proba(x_test), y_test) if len(y_test) else None
+    metrics.update(test_ece=reliability and round(reliability["ece"], 6),
+                   test_reliability=reliability and reliability["bins"])
     model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
                       metrics=metrics, architecture=architecture(c.spec))
     return CompressedVariant(model=model, report=c.report, stop_reason=c.stop_reason)

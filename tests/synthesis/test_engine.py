@@ -90,6 +90,8 @@ def _check_compressed(result: Synthesis, x: np.ndarray) -> None:
     assert report["after"]["compressed_bytes"] == len(c.artifact)
     assert report["val_accuracy_after"] >= report["val_accuracy_before"] - report["tolerance"] - 1e-9
     assert report["tolerance"] == Options().tolerance and c.model.metrics["test_accuracy"] is not None
+    assert 0 <= c.model.metrics["test_ece"] <= 1  # the compressed variant's own calibration on the test split
+    assert sum(b["count"] for b in c.model.metrics["test_reliability"]) == result.split["test"]
     assert c.model.metrics["candidate"] == result.model.metrics["candidate"]
     point = {"accuracy": report["val_accuracy_after"], "params": c.model.metrics["nonzero_params"],
              "latency_ms": c.model.metrics["latency_ms"]}

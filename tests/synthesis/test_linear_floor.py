@@ -256,10 +256,16 @@ def test_an_unpredictive_network_never_ships_over_the_floor() -> None:
     net_trial = Trial(1, network)
     events = Events()
     trials = [floor_trial, net_trial]
-    shipped, _, _ = finish(trials, (floor_trial, fitted), net_trial, weights, info, data, events)
+    shipped, _, delivered = finish(trials, (floor_trial, fitted), net_trial, weights, info, data, events)
     (choice,) = events.of("ensemble")
     assert choice["chosen"] in ("floor", "ensemble") and shipped is not net_trial
     assert choice["network_val"]["accuracy"] < 0.6 < choice["floor_val"]["accuracy"]
+    if choice["chosen"] == "floor":  # it ships calibrated: its logits divided by the temperature fitted out of fold
+        logits = fitted.log_proba(data.x_val) / choice["temperature"]
+        expected = np.exp(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+        spec = to_spec(floor_candidate(task), info)
+        np.testing.assert_allclose(predict_proba(build(spec), delivered, data.x_val), expected, atol=1e-3)
+        assert choice["temperature"] != 1.0
 
 
 def test_an_ensemble_network_sums_its_members_logits_scaled_by_their_weights_in_jax_and_onnx() -> None:
@@ -287,7 +293,7 @@ def test_an_ensemble_network_sums_its_members_logits_scaled_by_their_weights_in_
 def test_models_are_compared_at_their_own_best_temperature() -> None:
     """A network made less sure of itself (as label smoothing makes it) keeps its accuracy and, once calibrated,
     its log-loss: the comparison with the unsmoothed floor is not decided by how sure each was trained to be."""
-    from synthesis.ensemble import TEMPERATURES, calibrated
+    from synthesis.calibrate import TEMPERATURES, calibrated
     from synthesis.linear import scores
 
     rng = np.random.default_rng(0)
@@ -297,7 +303,7 @@ def test_models_are_compared_at_their_own_best_temperature() -> None:
     assert sure[0] == unsure[0] and sure[1] == pytest.approx(unsure[1], rel=1e-9)
     assert sure[2] == pytest.approx(2.0 * unsure[2])  # the surer logits are softened twice as much
     assert scores(logits, y)[1] > unsure[1] + 0.01  # uncalibrated, the softer network looked worse
-    assert sure[1] == min(scores(logits / t, y)[1] for t in TEMPERATURES)
+    assert sure[1] == pytest.approx(min(scores(logits / t, y)[1] for t in TEMPERATURES), rel=1e-9)
 
 
 def test_final_training_goes_to_the_best_network_even_when_the_floor_ranks_first() -> None:
@@ -317,7 +323,8 @@ def test_final_training_goes_to_the_best_network_even_when_the_floor_ranks_first
 def test_each_option_is_scored_on_validation_folds_that_did_not_fit_its_weight_and_temperature() -> None:
     """On noise, the weight and temperature fitted on all rows flatter the ensemble; scored out of fold, the same
     option loses what the fit had learned from the rows it is scored on."""
-    from synthesis.ensemble import WEIGHTS, calibrated, fit_weight, out_of_fold
+    from synthesis.calibrate import calibrated
+    from synthesis.ensemble import WEIGHTS, fit_weight, out_of_fold
 
     rng = np.random.default_rng(1)
     y = rng.integers(0, 2, 120)

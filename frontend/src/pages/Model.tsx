@@ -135,6 +135,7 @@ const METRICS: [string, string][] = [
   ["test_accuracy", "Test accuracy"],
   ["val_accuracy", "Validation accuracy"],
   ["test_loss", "Test loss"],
+  ["test_ece", "Calibration error (test ECE)"],
   ["latency_ms", "Latency (ms, one sample)"],
   ["params", "Parameters"],
   ["nonzero_params", "Non-zero parameters"],

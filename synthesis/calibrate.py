@@ -1,0 +1,52 @@
+"""Calibrated probabilities for every model that ships: one temperature, fitted on held-out predictions.
+
+A network trained against label-smoothed targets is less sure of itself than it is right (its confidence is capped
+near ``1 - s``), and one trained long on few rows more sure. Dividing its logits by the temperature ``T`` of the
+lowest cross-entropy on held-out rows corrects both without changing a single prediction (temperature scaling:
+Guo et al., "On Calibration of Modern Neural Networks", ICML 2017); `core.temperature` folds ``1 / T`` into the
+logits layers, so the native model, ONNX and the predict endpoint all return the calibrated probabilities.
+
+The held-out predictions are those nothing that shipped trained on: a text model's out-of-fold predictions where
+`synthesis.ensemble` compares it with the floor (it calibrates those itself), else the validation rows' predictions
+of the weights validated on them. After a refit on the validation rows (images), those are the search's weights of
+the same network and recipe, and their temperature is carried over to the refit weights (as AutoGluon's refit
+models keep their parent's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from core.evaluation import predict_proba
+from core.model import build
+from core.spec import Spec
+from core.temperature import scale_logits
+from synthesis.linear import scores
+from synthesis.progress import Reporter
+
+TEMPERATURES = tuple(float(t) for t in np.geomspace(1 / 16, 4.0, 49))
+"""Temperatures tried: logits divided by 1/16 to 4, 2^(1/8) apart (a strongly regularised linear floor or a
+network trained against smoothed targets needs its logits multiplied by several)."""
+
+
+def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(accuracy, mean cross-entropy, temperature) of `logits` divided by the temperature of :data:`TEMPERATURES`
+    that gives the lowest cross-entropy on labels `y` (the accuracy does not depend on it)."""
+    losses = {t: scores(logits / t, y) for t in TEMPERATURES}
+    best = min(losses, key=lambda t: losses[t][1])
+    return (*losses[best], best)
+
+
+def calibrate(spec: Spec, variables: dict[str, Any], held_out: dict[str, Any] | None, x: np.ndarray, y: np.ndarray,
+              reporter: Reporter) -> dict[str, Any]:
+    """`variables` with their logits divided by the temperature that fits the predictions of `held_out` (weights of
+    `spec` that did not train on `x`) to labels `y`; unchanged where there are no such weights or rows."""
+    if held_out is None or not len(y):
+        return variables
+    log_p = np.log(np.maximum(predict_proba(build(spec), held_out, x), 1e-30))
+    _, loss, temperature = calibrated(log_p, y)
+    reporter.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
+                                   "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
+    return scale_logits(spec, variables, 1.0 / temperature)
