@@ -5,7 +5,9 @@ are flipped at random (seeded), and ``synthesis.engine.synthesize`` runs as a jo
 own validation and test split). Per delivered variant its report gives: the seconds it took and their fraction of
 the budget, the parts its time left out, each method's seconds per input, deletion faithfulness (area under the
 deletion curve in attribution order against random order, lower is more faithful) and the integrated gradients'
-completeness error; ``suspect_labels`` gives the mislabel recall (flipped rows among the top 2k, k flipped).
+completeness error; ``suspect_labels`` gives the mislabel recall (flipped rows among the top 2k, k flipped). Each
+variant's expected calibration error is measured on the set's test part through its ONNX export, and the dense
+model's also with the temperature it shipped divided by taken out (``calibration``).
 
 Two synthetic sets whose right answers are known (``tests/synthesis/explain_sets.py``) give the localisation
 figures (the map's argmax on the object deciding the class; by chance 25 / 1,024) and the keyword figures (the
@@ -81,8 +83,10 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
     split = datasets.load(name, seed, data_dir=data_dir)
     noisy, flipped = flip_labels(split.y_train, len(split.classes), seed)
     if split.modality == "text":
-        task, _ = text_task(list(split.x_train), noisy, len(split.classes), seed)
+        task, encoder = text_task(list(split.x_train), noisy, len(split.classes), seed)
+        x_test = np.asarray(encoder.encode(list(split.x_test)))
     else:
+        x_test = split.x_test
         rows = split.x_train.reshape(len(split.x_train), -1)
         groups = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
         task = Task("image", split.x_train, noisy, len(split.classes), groups=groups)
@@ -94,7 +98,8 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
     variants = [("dense", result.model)] + ([("compressed", result.compressed.model)] if result.compressed else [])
     row: dict[str, Any] = {"dataset": name, "budget_s": budget_s, "wall_s": round(wall, 1),
                            "rows": len(noisy), "flipped": len(flipped),
-                           "test_accuracy": result.model.metrics.get("test_accuracy"), "variants": {}}
+                           "test_accuracy": result.model.metrics.get("test_accuracy"), "variants": {},
+                           "calibration": test_calibration(variants, reporter.events, x_test, split.y_test)}
     for variant, model in variants:
         built = next((p for k, p in reporter.events if k == "report" and p.get("variant") == variant), {})
         if model.report is None:
@@ -117,6 +122,25 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
                                if "completeness_error_max" in s else {}),
                             **c["faithfulness"].get(m, {})} for m, s in c["methods"].items()}}
     return row
+
+
+def test_calibration(variants: list[tuple[str, Any]], events: list[tuple[str, dict[str, Any]]], x: np.ndarray,
+                     y: np.ndarray) -> dict[str, Any]:
+    """Each shipped variant's expected calibration error on the set's test part (through its ONNX export), and the
+    dense model's before calibration: its probabilities with the temperature it shipped divided by taken out."""
+    from domain.onnx_run import OnnxClassifier
+    from synthesis.explain.summary import calibration
+
+    fitted = [p["temperature"] for k, p in events if k in ("calibration", "ensemble") and "temperature" in p]
+    out: dict[str, Any] = {"temperature": fitted[-1] if fitted else None}
+    for variant, model in variants:
+        proba = OnnxClassifier(model.onnx).predict_proba(x)
+        out[f"{variant}_ece"] = round(calibration(proba, y)["ece"], 4)
+        if variant == "dense" and fitted:
+            logits = fitted[-1] * np.log(np.maximum(proba, 1e-30))
+            before = np.exp(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+            out["dense_ece_uncalibrated"] = round(calibration(before, y)["ece"], 4)
+    return out
 
 
 def synthetic_checks(seed: int) -> dict[str, Any]:
@@ -176,6 +200,9 @@ def table(rows: list[dict[str, Any]], synthetic: dict[str, Any]) -> str:
                 auc = (f"{s['deletion_auc']:.3f} ({s['random_deletion_auc']:.3f})" if "deletion_auc" in s else "")
                 lead = head if i == 0 else " " * len(head)
                 lines.append(f"{lead}  {m:22} {s.get('seconds_per_input', 0):7.4f}  {auc}")
+    lines.append("")
+    for row in rows:
+        lines.append(f"{row['dataset']:9} test ECE {json.dumps(row['calibration'])}")
     lines.append("")
     for check, figures in synthetic.items():
         for m, f in figures.items():
