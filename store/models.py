@@ -257,7 +257,7 @@ class TrainedModel(HasId, Base):
 
     A job has at most one model per `variant` (VARIANTS), so a redelivered job never duplicates one. The weights
     of a "dense" model are safetensors; those of a "compressed" one the compressed artifact (`core.artifact`,
-    its length the model's bytes), and its metrics hold the compression's before / after report.
+    its length the model's bytes), and its metrics hold the compression's before / after figures.
     """
 
     __tablename__ = "models"

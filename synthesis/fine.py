@@ -33,12 +33,12 @@ MIN_SECONDS = 1.0
 @dataclass(frozen=True)
 class CompressedVariant:
     """The compressed model as delivered: `model.weights` is the compressed artifact (:mod:`core.artifact`, its
-    length the model's bytes), `model.onnx` its dense-equivalent verified export; `report` the before / after
+    length the model's bytes), `model.onnx` its dense-equivalent verified export; `figures` the before / after
     figures of `synthesis.compress`; `stop_reason` ``completed``, or why its caller interrupted it (``cancelled``,
     ``time_limit``)."""
 
     model: Delivered
-    report: dict[str, Any]
+    figures: dict[str, Any]
     stop_reason: str
 
     @property
@@ -96,12 +96,12 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
 
 def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> CompressedVariant:
     """The compressed variant with its test accuracy (through its verified ONNX export, what ships) and figures."""
-    after = c.report["after"]
+    after = c.figures["after"]
     accuracy = (float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test)) if len(y_test) else None)
-    metrics = {**c.report, "test_accuracy": accuracy, "val_accuracy": c.report["val_accuracy_after"],
+    metrics = {**c.figures, "test_accuracy": accuracy, "val_accuracy": c.figures["val_accuracy_after"],
                "params": after["params"], "nonzero_params": nonzero_params(c.variables), "macs": after["macs"],
                "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
                "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
     model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
                       metrics=metrics, architecture=architecture(c.spec))
-    return CompressedVariant(model=model, report=c.report, stop_reason=c.stop_reason)
+    return CompressedVariant(model=model, figures=c.figures, stop_reason=c.stop_reason)

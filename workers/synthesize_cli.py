@@ -2,7 +2,7 @@
 
 Writes to DIR the model package (as the API's native download, unzipped), `search_log.jsonl`, `pareto.json`
 and `metrics.json`; and, when compression delivered one, the compressed model's package in DIR/compressed/
-(`model.nsz`, `model.onnx`, its before / after report in `metrics.json`). `netsynth` (api/cli.py) hands this
+(`model.nsz`, `model.onnx`, its before / after figures in `metrics.json`). `netsynth` (api/cli.py) hands this
 command over by name, so the API never imports it.
 """
 

@@ -175,8 +175,8 @@ def test_with_no_stage_able_to_retrain_a_shared_network_still_ships() -> None:
     shared = compress(spec, variables, data, tolerance=0.01, epochs=1, config=CONFIG,
                       options=Options(filters=False, connections=False, buckets=False))
     assert plain.ratio < 1.5 < 3 < shared.ratio
-    assert shared.report["val_accuracy_after"] >= shared.report["val_accuracy_before"] - 0.01
-    assert shared.report["bits"]
+    assert shared.figures["val_accuracy_after"] >= shared.figures["val_accuracy_before"] - 0.01
+    assert shared.figures["bits"]
 
 
 class Ticking(Recorder):
@@ -206,7 +206,7 @@ def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stag
     assert bool(kinds & stages) is stages_run
     retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
     assert retrained  # a time budget retrains a sharing first, whether the stages follow or not
-    assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
+    assert c.figures["val_accuracy_after"] >= c.figures["val_accuracy_before"] - 0.01 and c.ratio > 3
 
 
 def test_waiting_for_the_warm_up_is_not_taken_for_the_sharing_pass(monkeypatch: pytest.MonkeyPatch) -> None:
