@@ -28,7 +28,7 @@ from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.budget import Budget
 from synthesis.curves import DEFAULT_RULE, predict_final, rung_score
-from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
+from synthesis.executor import TrialExecutor, TrialOutcome, TrialRequest, promotes
 from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
 from synthesis.pace import Pace
@@ -231,8 +231,8 @@ class Search:
         if self.executor is None or (not force and time.monotonic() - self._last_exchange < POLL_S):
             return
         self._last_exchange = time.monotonic()
-        for report in self.executor.poll():
-            self._merge(report)
+        for outcome in self.executor.poll():
+            self._merge(outcome)
         while (not self._done and self._time_for_a_remote_trial() and self.executor.free_slots() > 0
                and (trial := self._next_admitted()) is not None):
             self._submit(trial)
@@ -255,23 +255,23 @@ class Search:
         return self.budget.left(self.budget.search_end()) - self._margin() > max(self._first_epoch_s(), 1.0) + 1.0
 
     def _margin(self) -> float:
-        """Seconds a remote trial ends before the search does, so its report arrives in time."""
+        """Seconds a remote trial ends before the search does, so its outcome arrives in time."""
         return max(2.0, 0.03 * (self.budget.seconds or 0.0) * self.budget.search_end())
 
-    def _merge(self, report: TrialReport) -> None:
-        trial = self.remote.pop(report.index, None)
-        if trial is None:  # unknown or already merged: reports are idempotent
+    def _merge(self, outcome: TrialOutcome) -> None:
+        trial = self.remote.pop(outcome.index, None)
+        if trial is None:  # unknown or already merged: outcomes are idempotent
             return
-        for rung, prediction in report.rung_predictions.items():
+        for rung, prediction in outcome.rung_predictions.items():
             if rung in self.rung_scores:
                 self.rung_scores[rung].append(prediction)
-        trial.worker = report.worker
-        self._measured(trial, report.result)
+        trial.worker = outcome.worker
+        self._measured(trial, outcome.result)
         best = self.best_trained()
-        if (report.weights is not None and report.result.status in ("completed", "deadline")
+        if (outcome.weights is not None and outcome.result.status in ("completed", "deadline")
                 and (best is None or best.result is None
-                     or select.beats(report.result.score, best.result.score, len(self.data.y_val)))):
-            report.result.variables = report.weights()
+                     or select.beats(outcome.result.score, best.result.score, len(self.data.y_val)))):
+            outcome.result.variables = outcome.weights()
         self._record(trial)
 
     def _drain(self) -> None:
@@ -279,8 +279,8 @@ class Search:
         while self.remote and self.executor is not None and self.budget.left(self.budget.search_end()) > 0:
             self.tick()
             time.sleep(POLL_S)
-            for report in self.executor.poll():
-                self._merge(report)
+            for outcome in self.executor.poll():
+                self._merge(outcome)
         if self.remote and self.executor is not None:
             self.executor.cancel()
             for trial in self.remote.values():

@@ -13,7 +13,7 @@ from core.evaluation import evaluate
 from core.model import build
 from synthesis import select
 from synthesis.budget import Budget
-from synthesis.executor import TrialReport
+from synthesis.executor import TrialOutcome
 from synthesis.final import ranked
 from synthesis.progress import NullReporter
 from synthesis.search import Search
@@ -92,11 +92,11 @@ def test_a_trial_records_the_validation_loss_of_the_epoch_it_keeps(digits: tuple
     assert kept["accuracy"] == pytest.approx(result.best_metric)
     assert config.label_smoothing > 0
     assert select.excess_loss(kept, config.label_smoothing, 10) == pytest.approx(result.best_loss, rel=1e-4)
-    report = TrialReport(0, result)  # the loss crosses the wire to the coordinator; older reports lack it
-    assert TrialReport.from_dict(json.loads(json.dumps(report.to_dict()))).result.best_loss == result.best_loss
-    doc = report.to_dict()
+    outcome = TrialOutcome(0, result)  # the loss crosses the wire to the coordinator; older outcomes lack it
+    assert TrialOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))).result.best_loss == result.best_loss
+    doc = outcome.to_dict()
     del doc["best_loss"]
-    assert TrialReport.from_dict(doc).result.best_loss is None
+    assert TrialOutcome.from_dict(doc).result.best_loss is None
 
 
 def _trial(index: int, candidate: Any, accuracy: float, loss: float | None, status: str = "completed") -> Trial:
