@@ -111,7 +111,7 @@ class CeleryExecutor:
             return outcomes
         with session_scope(self.ctx.factory) as session:
             rows = list(session.scalars(select(TrialTask).where(TrialTask.id.in_(list(self._sent)))))
-            states = {r.id: (r.state, r.report, r.weights_key, r.worker) for r in rows}
+            states = {r.id: (r.state, r.outcome, r.weights_key, r.worker) for r in rows}
         now = time.monotonic()
         for row_id, (state, outcome, key, worker) in states.items():
             sent = self._sent[row_id]

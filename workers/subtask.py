@@ -111,5 +111,5 @@ def _store(ctx: Context, row_id: uuid.UUID, job_id: uuid.UUID, spec: dict[str, o
             if key is not None:
                 ctx.blobs.delete(key)
             return "dropped"
-        row.state, row.report, row.weights_key, row.finished_at = TrialState.DONE, outcome.to_dict(), key, utcnow()
+        row.state, row.outcome, row.weights_key, row.finished_at = TrialState.DONE, outcome.to_dict(), key, utcnow()
     return outcome.result.status
