@@ -95,7 +95,7 @@ class CandidateStatus(enum.StrEnum):
 
 
 class TrialState(enum.StrEnum):
-    """Where a search trial sent to another worker is: waiting, training, reported, or given up by its search."""
+    """Where a search trial sent to another worker is: waiting, training, done, or given up by its search."""
 
     QUEUED = "queued"
     RUNNING = "running"

@@ -105,7 +105,7 @@ class CeleryExecutor:
             self._give_up(row_id, f"the sub-task could not be sent: {exc}")
 
     def poll(self) -> list[TrialOutcome]:
-        """Reports of the sub-tasks that ended; failed ones for those no worker took or whose worker went silent."""
+        """Outcomes of the sub-tasks that ended; failed ones for those no worker took or whose worker went silent."""
         outcomes, self._failed = self._failed, []
         if not self._sent:
             return outcomes
