@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from peers import datasets
-from synthesis_quality import LogReporter, environment
+from synthesis_quality import LogMonitor, environment
 
 if TYPE_CHECKING:  # imported where used at run time: JAX must load after XLA_FLAGS is set
     from core.data import Dataset
@@ -137,7 +137,7 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
     before_test = evaluate(build(spec), trained.variables, x_test, y_test)["accuracy"]
     options = Options(prune_rounds=setting.prune_rounds)
     c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=seed, config=config,
-                 reporter=LogReporter(), options=options)
+                 monitor=LogMonitor(), options=options)
     after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

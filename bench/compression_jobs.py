@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from peers import datasets
-from synthesis_quality import LogReporter, environment, job_task
+from synthesis_quality import LogMonitor, environment, job_task
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compression_jobs.json"
 
@@ -33,7 +33,7 @@ def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, 
     split = datasets.load(name, seed, data_dir=data_dir)
     task, x_test = job_task(split, seed)
     env, began = environment(), time.monotonic()
-    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogReporter())
+    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogMonitor())
     wall = time.monotonic() - began
     y_test = np.asarray(split.y_test)
     dense = float(np.mean(OnnxClassifier(result.model.onnx).predict(x_test) == y_test))

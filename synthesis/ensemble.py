@@ -34,7 +34,7 @@ from synthesis import select, space
 from synthesis.floor import labelled, refit_variables, val_log_proba
 from synthesis.folds import FoldNetworks, probabilities_log, spec_proba
 from synthesis.linear import LinearFit, folds, scores
-from synthesis.progress import Reporter
+from synthesis.progress import Monitor
 from synthesis.space.text import ensemble, floor_params, member_prefix
 from synthesis.trial import Trial, TrialResult
 
@@ -94,7 +94,7 @@ Weights = dict[str, Any]
 
 
 def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: Weights,
-           info: space.SpaceInfo, data: Dataset, reporter: Reporter, seed: int = 0,
+           info: space.SpaceInfo, data: Dataset, monitor: Monitor, seed: int = 0,
            refit: Callable[[], Weights | None] | None = None, folded: FoldNetworks | None = None
            ) -> tuple[Trial, Weights, Weights]:
     """The trial to deliver, its weights as validated (what was chosen on held-out rows) and its weights as
@@ -113,7 +113,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
         return winner, variables, network()
     floor_trial, linear_fit = floor
     if winner is floor_trial:
-        return winner, variables, _refitted(linear_fit, info, data, reporter)
+        return winner, variables, _refitted(linear_fit, info, data, monitor)
     if folded is not None:
         y, net, lin = labelled(data)[1], folded.held_out, linear_fit.held_out
     else:
@@ -123,19 +123,19 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     weight, temperature = fit_weight(net, lin, y, OPTIONS[best])
     beside = floor_params(info) if best == "ensemble" else 0
     fold_nets = folded.fitting(info, winner.candidate, beside) if folded is not None and best != "floor" else 0
-    reporter.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
+    monitor.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
                                 "temperature": round(temperature, 4), "chosen": best,
                                 "scored_on": "folds" if folded is not None else "validation", "rows": len(y),
                                 "fold_networks": fold_nets,
                                 **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
     if best == "floor":
-        return floor_trial, fitted_variables, _refitted(linear_fit, info, data, reporter)
+        return floor_trial, fitted_variables, _refitted(linear_fit, info, data, monitor)
     if best == "network" and not fold_nets:
         return winner, variables, network()
     members, parts, scales = [], [], []
     if best == "ensemble":  # its probabilities as calibrated out of fold
-        members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, reporter)], \
+        members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, monitor)], \
             [weight / temperature]
     nets = list(folded.variables[:fold_nets]) if folded is not None and fold_nets else [network()]
     members += [winner.candidate] * len(nets)
@@ -157,12 +157,12 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
                   latency_ms=(floor_trial.latency_ms if best == "ensemble" else 0.0) + winner.latency_ms * len(nets),
                   result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=validated))
     trials.append(trial)
-    reporter.event("candidate", trial.to_dict())
+    monitor.event("candidate", trial.to_dict())
     return trial, validated, delivered
 
 
-def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> Weights:
+def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, monitor: Monitor) -> Weights:
     variables = refit_variables(linear_fit, info, data)
-    reporter.event("refit", {"model": "linear floor", "form": linear_fit.form, "C": linear_fit.c,
+    monitor.event("refit", {"model": "linear floor", "form": linear_fit.form, "C": linear_fit.c,
                              "rows": len(data.y_train) + len(data.y_val)})
     return variables

@@ -20,7 +20,7 @@ from domain.onnx_run import OnnxClassifier
 from synthesis.budget import Budget
 from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered
-from synthesis.progress import INTERRUPTED, Cancelled, Reporter, Stopped
+from synthesis.progress import INTERRUPTED, Cancelled, Monitor, Stopped
 
 TIME_SHARE = 0.75
 """Of the seconds left in a time budget's fine share, what compression gets (it keeps the measured cost of its final
@@ -63,7 +63,7 @@ def nonzero_params(variables: dict[str, Any]) -> int:
 
 def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: tuple[np.ndarray, np.ndarray],
                    budget: Budget, config: TrainConfig, tolerance: float, seed: int,
-                   reporter: Reporter) -> FineOutcome:
+                   monitor: Monitor) -> FineOutcome:
     """Compress the trained network `spec`/`variables` within the fine share of `budget` (epochs for a
     reproducible budget, so the seed fixes the result) and evaluate the compressed variant on the `test` split.
 
@@ -75,17 +75,17 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
     else:
         seconds, epochs = TIME_SHARE * budget.left(end), None
         if seconds < MIN_SECONDS:
-            reporter.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
+            monitor.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
             return FineOutcome(None)
     try:
         compressed = compress(spec, variables, data, tolerance=tolerance, seconds=seconds, epochs=epochs, seed=seed,
-                              reporter=reporter, config=config)
+                              monitor=monitor, config=config)
     except Cancelled as stop:
         return FineOutcome(None, interrupted=stop.reason)
     except Stopped:
         raise
     except Exception as exc:  # the dense model still ships
-        reporter.event("compress_failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        monitor.event("compress_failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
         return FineOutcome(None)
     finally:
         if epochs is not None:

@@ -40,7 +40,7 @@ class LeaseTaken(Stopped):
 
 
 class JobMonitor:
-    """A `synthesis.progress.Reporter` for one job, used as a context manager that runs the heartbeat."""
+    """A `synthesis.progress.Monitor` for one job, used as a context manager that runs the heartbeat."""
 
     def __init__(self, factory: sessionmaker[Session], job_id: uuid.UUID, owner: str, lease_s: float,
                  min_interval_s: float = 0.5, spent_before: float = 0.0) -> None:

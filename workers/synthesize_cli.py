@@ -30,7 +30,7 @@ _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
 
 
 class ProgressBar:
-    """A `synthesis.progress.Reporter` drawn with rich on stderr: the stage, the share of the budget spent, the time
+    """A `synthesis.progress.Monitor` drawn with rich on stderr: the stage, the share of the budget spent, the time
     elapsed against the budget, the best accuracy and the trials so far. Use it as a context manager."""
 
     def __init__(self, budget_text: str, console: Console | None = None) -> None:

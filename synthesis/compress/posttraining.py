@@ -165,7 +165,7 @@ class Sharing:
     def log_round(self, shared: State, kept: bool, i: int, stage: str) -> None:
         """A ``compress_round`` event for the network of bound ``i``."""
         ctx = self.ctx
-        ctx.reporter.event("compress_round", {
+        ctx.monitor.event("compress_round", {
             "stage": stage, "kept": kept, "val_accuracy": shared.accuracy, "floor": ctx.floor,
             "val_loss": shared.loss, "ceiling": ctx.ceiling, "bound": BOUNDS[i],
             "k": {p: int(shared.reparam.sizes[p]) for p in self.options if p in shared.reparam.sizes}})

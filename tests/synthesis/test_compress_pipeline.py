@@ -30,7 +30,7 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
     spec, variables = trained()
     data = digits()
     recorder = Recorder()
-    c = compress(spec, variables, data, tolerance=0.01, epochs=10, seed=1, reporter=recorder,
+    c = compress(spec, variables, data, tolerance=0.01, epochs=10, seed=1, monitor=recorder,
                  options=Options(prune_rounds=2), config=CONFIG)
     before = evaluate(build(spec), variables, data.x_val, data.y_val)["accuracy"]
     after = evaluate(build(c.spec), c.variables, data.x_val, data.y_val)["accuracy"]
@@ -54,11 +54,11 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
 def test_a_cancellation_delivers_the_best_accepted_network_and_stopped_propagates() -> None:
     spec, variables = trained()
     data = digits()
-    cancelled = compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Cancelled()))
+    cancelled = compress(spec, variables, data, epochs=8, monitor=Recorder(fail_at=3, error=Cancelled()))
     assert cancelled.stop_reason == "cancelled"
     assert cancelled.figures["val_accuracy_after"] >= cancelled.figures["val_accuracy_before"] - 0.005
     with pytest.raises(Stopped):
-        compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Stopped()),
+        compress(spec, variables, data, epochs=8, monitor=Recorder(fail_at=3, error=Stopped()),
                  options=Options(filters=False))
 
 
@@ -98,7 +98,7 @@ def test_compression_stops_once_the_network_is_compressed_enough() -> None:
     runs = {}
     for enough in (None, 1.3):
         recorder = Recorder()
-        c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+        c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, monitor=recorder,
                      options=Options(prune_rounds=3, enough=enough, post_training=False), config=CONFIG)
         runs[enough] = (c, [kind for kind, _ in recorder.events if kind.startswith("compress_")
                             and kind != "compress_retrain"])
@@ -114,7 +114,7 @@ def test_each_later_stage_keeps_back_its_reserved_share_of_the_tolerance() -> No
     """With reserve r, filter selection may spend 1 - 2r of the tolerance, pruning 1 - r, bucketing all of it."""
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, monitor=recorder,
                  options=Options(prune_rounds=2, reserve=0.2, enough=None, loss_rise=None, post_training=False),
                  config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
@@ -135,7 +135,7 @@ def test_a_network_whose_validation_loss_rose_past_the_limit_is_not_kept() -> No
     accuracy; rounds within the accuracy tolerance are rolled back for their loss alone."""
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), tolerance=0.2, epochs=12, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), tolerance=0.2, epochs=12, seed=1, monitor=recorder,
                  options=Options(prune_rounds=3, enough=None, loss_rise=0.0), config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
     ceiling = c.figures["val_loss_before"]
@@ -162,7 +162,7 @@ def test_a_time_budget_keeps_the_measured_cost_of_the_final_measurements(monkeyp
     monkeypatch.setattr(pipeline, "figures", slow_figures)
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), seconds=seconds, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), seconds=seconds, seed=1, monitor=recorder,
                  options=Options(prune_rounds=1, max_epochs=1), config=CONFIG, clock=lambda: now[0])
     assert any(kind == "compress_retrain" for kind, _ in recorder.events) is retrains
     assert c.figures["before"]["params"] == c.figures["after"]["params"] or retrains

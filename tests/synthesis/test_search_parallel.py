@@ -13,7 +13,7 @@ import pytest
 from core.data import Dataset
 from synthesis.budget import Budget
 from synthesis.executor import TrialOutcome, TrialRequest, run_request
-from synthesis.progress import NullReporter
+from synthesis.progress import NullMonitor
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints
@@ -72,7 +72,7 @@ class ScriptedExecutor:
 def _search(digits: tuple[Dataset, Any], budget: Budget, executor: ScriptedExecutor | None) -> Search:
     data, info = digits
     config = SearchConfig(horizon=4, seed=1)
-    return Search(info, data, budget, config, Constraints(), LATENCY, NullReporter(), executor)
+    return Search(info, data, budget, config, Constraints(), LATENCY, NullMonitor(), executor)
 
 
 def test_until_a_trial_has_trained_a_trial_may_take_all_the_search_has_left(digits: tuple[Dataset, Any]) -> None:

@@ -15,7 +15,7 @@ from synthesis import select
 from synthesis.budget import Budget
 from synthesis.executor import TrialOutcome
 from synthesis.final import ranked
-from synthesis.progress import NullReporter
+from synthesis.progress import NullMonitor
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel, seeds, to_spec
@@ -111,7 +111,7 @@ def test_the_search_keeps_and_ranks_the_weights_that_validate_best_within_the_no
     data, info = digits
     rows = len(data.y_val)
     search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
-                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullMonitor())
     candidate = seeds(info)[0]
     top, surer = _trial(0, candidate, 0.9, 0.30), _trial(1, candidate, 0.9 - 1 / rows, 0.10)
     stopped = _trial(2, candidate, 0.9, 0.05, status="stopped")  # its accuracy an extrapolation: its loss not counted
@@ -131,7 +131,7 @@ def test_the_search_keeps_the_weights_of_its_likely_winner_and_of_its_best_valid
     data, info = digits
     rows = len(data.y_val)
     search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
-                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullMonitor())
     candidate = seeds(info)[0]
     halfway = _trial(0, candidate, 0.9, 0.30)
     halfway.predicted = 0.9 + 8 / rows  # its extrapolation: beyond the noise (6.3 rows) of the others' 0.9
