@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from peers import datasets
-from synthesis_quality import LogReporter, environment
+from synthesis_quality import LogMonitor, environment
 
 if TYPE_CHECKING:  # imported where used at run time: JAX must load after XLA_FLAGS is set
     from core.data import Dataset
@@ -137,23 +137,23 @@ def run(name: str, setting: Setting, args: argparse.Namespace, seed: int) -> dic
     before_test = evaluate(build(spec), trained.variables, x_test, y_test)["accuracy"]
     options = Options(prune_rounds=setting.prune_rounds)
     c = compress(spec, trained.variables, data, epochs=setting.compress_epochs, seed=seed, config=config,
-                 reporter=LogReporter(), options=options)
+                 monitor=LogMonitor(), options=options)
     after_test = float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test))
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         (args.keep / f"{name}-{seed}.nscz").write_bytes(c.artifact)
-    before, after = c.report["before"], c.report["after"]
+    before, after = c.figures["before"], c.figures["after"]
     return {"dataset": name, "seed": seed, "dense_bytes": before["dense_bytes"],
             "compressed_bytes": after["compressed_bytes"],
             "ratio": round(c.ratio, 2), "accuracy_before": before_test, "accuracy_after": after_test,
             "accuracy_change_pt": round(100 * (after_test - before_test), 2),
-            "val_accuracy_before": c.report["val_accuracy_before"],
-            "val_accuracy_after": c.report["val_accuracy_after"],
-            "tolerance": c.report["tolerance"], "design": setting.seed_design, "train_rows": len(parts.train),
+            "val_accuracy_before": c.figures["val_accuracy_before"],
+            "val_accuracy_after": c.figures["val_accuracy_after"],
+            "tolerance": c.figures["tolerance"], "design": setting.seed_design, "train_rows": len(parts.train),
             "val_rows": len(parts.val), "test_rows": len(y_test), "train_epochs": setting.train_epochs,
             "compress_epochs": setting.compress_epochs,
             "prune_rounds": setting.prune_rounds, "stop_reason": c.stop_reason,
-            "before": before, "after": after, "bits": c.report["bits"], "kept_fraction": c.report["kept_fraction"],
+            "before": before, "after": after, "bits": c.figures["bits"], "kept_fraction": c.figures["kept_fraction"],
             "bytes": breakdown(c.artifact), "train_s": round(train_s, 1),
             "compress_s": round(time.monotonic() - start - train_s, 1),
             **control(spec, trained.variables, data, config, options, setting.compress_epochs, args.control,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from peers import datasets
-from synthesis_quality import LogReporter, environment, job_task
+from synthesis_quality import LogMonitor, environment, job_task
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compression_jobs.json"
 
@@ -33,7 +33,7 @@ def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, 
     split = datasets.load(name, seed, data_dir=data_dir)
     task, x_test = job_task(split, seed)
     env, began = environment(), time.monotonic()
-    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogReporter())
+    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogMonitor())
     wall = time.monotonic() - began
     y_test = np.asarray(split.y_test)
     dense = float(np.mean(OnnxClassifier(result.model.onnx).predict(x_test) == y_test))
@@ -46,13 +46,13 @@ def run_job(name: str, budget_s: float, seed: int, data_dir: Path) -> dict[str, 
         return {**row, "ratio": None, "accuracy_compressed": None, "accuracy_change_pt": None,
                 "compress_s": None, "note": "no compressed variant (skipped or failed: see the job's log)"}
     compressed = float(np.mean(OnnxClassifier(c.model.onnx).predict(x_test) == y_test))
-    report = c.report
-    return {**row, "ratio": round(float(report["ratio"]), 2), "accuracy_compressed": compressed,
+    figures = c.figures
+    return {**row, "ratio": round(float(figures["ratio"]), 2), "accuracy_compressed": compressed,
             "accuracy_change_pt": round(100 * (compressed - dense), 2),
-            "val_accuracy_before": report["val_accuracy_before"], "val_accuracy_after": report["val_accuracy_after"],
-            "compress_s": report["seconds"], "compress_share": round(report["seconds"] / budget_s, 3),
-            "epochs_used": report["epochs_used"], "bits": report["bits"], "kept_fraction": report["kept_fraction"],
-            "stop_reason": c.stop_reason, "compressed_bytes": report["after"]["compressed_bytes"]}
+            "val_accuracy_before": figures["val_accuracy_before"], "val_accuracy_after": figures["val_accuracy_after"],
+            "compress_s": figures["seconds"], "compress_share": round(figures["seconds"] / budget_s, 3),
+            "epochs_used": figures["epochs_used"], "bits": figures["bits"], "kept_fraction": figures["kept_fraction"],
+            "stop_reason": c.stop_reason, "compressed_bytes": figures["after"]["compressed_bytes"]}
 
 
 def table(rows: list[dict[str, Any]]) -> str:

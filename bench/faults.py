@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import func, select  # noqa: E402
 
 from infra.settings import Settings  # noqa: E402
-from store.models import Candidate, Dataset, JobEvent, Report  # noqa: E402
+from store.models import Candidate, Dataset, JobEvent, SearchResult  # noqa: E402
 from tests.datasets import digits_arrays, write_image_zip  # noqa: E402
 from tests.store.conftest import _fresh_pg_database, _pg_reason  # noqa: E402
 from tests.workers.conftest import REDIS, Digits, Keys, make_keys  # noqa: E402
@@ -50,7 +50,7 @@ def one_job(settings: Settings, digits: Digits, keys: Keys, budget: int, name: s
     job = wait_for(lambda: db.ended(job_id), 600, "the job to end")
     with db.factory() as s:
         candidates = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.job_id == job_id))
-        search = s.scalars(select(Report.content).where(Report.job_id == job_id, Report.kind == "search")).all()
+        search = s.scalars(select(SearchResult.summary).where(SearchResult.job_id == job_id)).all()
         events = s.execute(select(JobEvent.at, JobEvent.kind, JobEvent.payload).where(JobEvent.job_id == job_id)
                            .order_by(JobEvent.seq)).all()
     logged = search[0]["trials"] if len(search) == 1 else None

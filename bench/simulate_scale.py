@@ -10,7 +10,7 @@ next poll (every `poll_s`) and sends a new one. Counted over the simulated time 
 utilisation, queue wait, and the control plane's load, from the measured per-candidate figures and the code's
 own intervals (`Design`):
 
-* PostgreSQL transactions: every active job's reporter writes (measured per job-second on one worker), the
+* PostgreSQL transactions: every active job's monitor writes (measured per job-second on one worker), the
   coordinator's poll of its trial rows (one transaction per `poll_s`), each running trial's "still wanted?"
   check (`workers.subtask._watch`, one per `watch_s`), and a fixed count per trial (the row's insert, claim
   and report, and the candidate event).
@@ -56,7 +56,7 @@ class Measured:
     train_s: float = 12.0  # seconds one candidate trains (one worker)
     train_cv: float = 0.5  # coefficient of variation of that time (assumed: the search mixes small and big nets)
     search_fraction: float = 0.5  # the share of a job's budget its search runs
-    pg_job_tps: float = 3.7  # PostgreSQL transactions per second of one running job (reporter, heartbeat, events)
+    pg_job_tps: float = 3.7  # PostgreSQL transactions per second of one running job (monitor, heartbeat, events)
     submit_ms: float = 1.2  # coordinator CPU to send one trial (row + message)
     poll_ms: float = 0.8  # coordinator CPU of one poll of its trial rows
     decode_ms: float = 1.4  # coordinator CPU to decode one trial's weights (only for a new best)
@@ -91,7 +91,7 @@ class Design:
     poll_s: float = 0.25  # synthesis.search.POLL_S: the coordinator reads its trial rows this often
     watch_s: float = 1.0  # workers.subtask._watch: a running trial reads its row this often
     watch_in_redis: bool = False  # whether that check reads a Redis key instead (one command, no transaction)
-    pg_per_trial: float = 4.0  # insert (submit), claim, report (workers.subtask), candidate event (reporter)
+    pg_per_trial: float = 4.0  # insert (submit), claim, report (workers.subtask), candidate event (monitor)
     redis_per_trial: float = 10.0  # LPUSH; BRPOP; MULTI/ZADD/HSET/EXEC to hold it unacked; MULTI/ZREM/HDEL/EXEC
     brpop_s: float = 1.0  # an idle worker's BRPOP times out and is sent again this often (kombu's default)
     refresh_s: float = 30.0  # CeleryExecutor.refresh_s: how often a coordinator counts the idle workers

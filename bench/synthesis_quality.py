@@ -90,8 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ------------------------------------------------------------------------------ the systems
 
 
-class LogReporter:
-    """A synthesis reporter that writes stages and events to stderr (the child's log), with the seconds since
+class LogMonitor:
+    """A synthesis monitor that writes stages and events to stderr (the child's log), with the seconds since
     it was made."""
 
     def __init__(self) -> None:
@@ -137,7 +137,7 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
     start = time.monotonic()
     task, x_test = job_task(split, seed)
     # the held-out test rows are ours: netsynth trains and validates on all of the training rows
-    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogReporter())
+    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogMonitor())
     wall_s = time.monotonic() - start
     predicted = OnnxClassifier(result.model.onnx).predict(x_test)
     metrics = result.model.metrics

@@ -45,7 +45,7 @@ FLIPPED = 0.03
 
 
 class Events:
-    """A synthesis reporter that keeps the events and logs stages to stderr."""
+    """A synthesis monitor that keeps the events and logs stages to stderr."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -90,18 +90,18 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
         rows = split.x_train.reshape(len(split.x_train), -1)
         groups = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
         task = Task("image", split.x_train, noisy, len(split.classes), groups=groups)
-    reporter = Events()
+    monitor = Events()
     started = time.monotonic()
     result = synthesize(Task(**{**task.__dict__, "classes": split.classes}), Budget(seconds=budget_s),
-                        Options(seed=seed), reporter)
+                        Options(seed=seed), monitor)
     wall = time.monotonic() - started
     variants = [("dense", result.model)] + ([("compressed", result.compressed.model)] if result.compressed else [])
     row: dict[str, Any] = {"dataset": name, "budget_s": budget_s, "wall_s": round(wall, 1),
                            "rows": len(noisy), "flipped": len(flipped),
                            "test_accuracy": result.model.metrics.get("test_accuracy"), "variants": {},
-                           "calibration": test_calibration(variants, reporter.events, x_test, split.y_test)}
+                           "calibration": test_calibration(variants, monitor.events, x_test, split.y_test)}
     for variant, model in variants:
-        built = next((p for k, p in reporter.events if k == "report" and p.get("variant") == variant), {})
+        built = next((p for k, p in monitor.events if k == "report" and p.get("variant") == variant), {})
         if model.report is None:
             row["variants"][variant] = {"report": False, "reason": built.get("reason")}
             continue

@@ -24,7 +24,7 @@ class TrainConfig:
     time limit (``epochs`` is the first plan; at most twice it run).
     ``keep_last``: return the last epoch's weights, not the best validated one's (for a run whose validation rows
     are among its training rows, where validation only checks that training went well).
-    ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also report
+    ``clip_norm``: global gradient-norm clipping (``None`` = off). ``progress_every``: also tell the
     progress every that many steps (0 = once per epoch).
     ``optimizer``: ``"adamw"`` (decoupled weight decay) or ``"sgd"`` (Nesterov momentum ``momentum``, weight
     decay as an L2 term added to the gradient, as PyTorch's ``SGD`` applies it); see
@@ -74,7 +74,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Progress:
-    """A progress report: epoch (1-based), global step, metrics so far, seconds since the start."""
+    """A training run's progress: epoch (1-based), global step, metrics so far, seconds since the start."""
 
     epoch: int
     step: int

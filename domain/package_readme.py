@@ -81,7 +81,7 @@ logits, _ = net.apply(ckpt.variables, x)
 `model.nsz` holds the spec, the masks of the pruned weights, each layer's codebook of shared values and the
 bit-packed indices (the byte layout is `docs/compressed-format.md` in netsynth's repository). Decoding gives
 back the dense-equivalent weights bit for bit (pruned weights are zero); `model.onnx` is the same network.
-`metrics.json` has the compression's before / after report.
+`metrics.json` has the compression's before / after figures.
 
 ```python
 from core import artifact, model

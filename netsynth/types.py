@@ -67,7 +67,7 @@ class Event(TypedDict):
 
 
 class Model(TypedDict):
-    """A trained model: classes, metrics, size, input, architecture, and a compressed model's report."""
+    """A trained model: classes, metrics, size, input, architecture, and a compressed model's before / after figures."""
 
     id: str
     job_id: str

@@ -1,12 +1,14 @@
-"""Declarative base shared by every table: naming convention, UUID ids and timezone-aware UTC timestamps."""
+"""Declarative base shared by every table: naming convention, UUID ids, timezone-aware UTC timestamps and enum
+columns."""
 
 from __future__ import annotations
 
+import enum
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, MetaData, TypeDecorator, Uuid
+from sqlalchemy import DateTime, Dialect, Enum, MetaData, TypeDecorator, Uuid
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -16,6 +18,11 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+def portable_enum(cls: type[enum.Enum]) -> Enum:
+    """A portable enum column: VARCHAR of the members' values, no native database type."""
+    return Enum(cls, native_enum=False, length=16, values_callable=lambda members: [m.value for m in members])
 
 
 def utcnow() -> datetime:

@@ -1,5 +1,6 @@
 """The tables: users, API keys and the browser sessions signed in with them, datasets, jobs and their events,
-candidates and the trials sent to other workers, trained models and reports."""
+candidates and the trials sent to other workers, trained models; and, from `store.outputs`, the models'
+explainability reports, the jobs' search results and the users' explanation requests."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Enum, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from domain.rules import DEFAULT_TOLERANCE
-from store.base import Base, HasId, UTCDateTime, utcnow
+from store.base import Base, HasId, UTCDateTime, portable_enum, utcnow
+from store.outputs import ExplanationRequest, ExplanationState, Report, ReportImage, SearchResult
 
 __all__ = [
     "VARIANTS",
@@ -23,12 +25,15 @@ __all__ = [
     "CandidateStatus",
     "Dataset",
     "DatasetStatus",
+    "ExplanationRequest",
+    "ExplanationState",
     "Job",
     "JobEvent",
     "JobState",
     "Modality",
     "Report",
     "ReportImage",
+    "SearchResult",
     "TrainedModel",
     "TrialState",
     "TrialTask",
@@ -39,11 +44,6 @@ __all__ = [
 
 VARIANTS = ("dense", "compressed")
 """The models a job delivers, in the order the API lists them: the trained network, then its compressed form."""
-
-
-def _enum(cls: type[enum.Enum]) -> Enum:
-    """A portable enum column: VARCHAR of the members' values, no native database type."""
-    return Enum(cls, native_enum=False, length=16, values_callable=lambda members: [m.value for m in members])
 
 
 class Modality(enum.StrEnum):
@@ -95,7 +95,7 @@ class CandidateStatus(enum.StrEnum):
 
 
 class TrialState(enum.StrEnum):
-    """Where a search trial sent to another worker is: waiting, training, reported, or given up by its search."""
+    """Where a search trial sent to another worker is: waiting, training, done, or given up by its search."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -158,7 +158,7 @@ class Dataset(HasId, Base):
 
     owner_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    modality: Mapped[Modality] = mapped_column(_enum(Modality))
+    modality: Mapped[Modality] = mapped_column(portable_enum(Modality))
     classes: Mapped[list[str]] = mapped_column(JSON, default=list)
     class_counts: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
     sample_count: Mapped[int] = mapped_column(Integer, default=0)
@@ -168,7 +168,7 @@ class Dataset(HasId, Base):
     blob_key: Mapped[str] = mapped_column(String(512))
     format: Mapped[str] = mapped_column(String(16), default="")
     filename: Mapped[str] = mapped_column(String(255), default="")
-    status: Mapped[DatasetStatus] = mapped_column(_enum(DatasetStatus), default=DatasetStatus.UPLOADED)
+    status: Mapped[DatasetStatus] = mapped_column(portable_enum(DatasetStatus), default=DatasetStatus.UPLOADED)
     error: Mapped[str | None] = mapped_column(Text)
 
 
@@ -180,13 +180,13 @@ class Job(HasId, Base):
     owner_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     # SET NULL: deleting a dataset (its data) keeps the finished jobs and models trained on it
     dataset_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
-    budget_tier: Mapped[BudgetTier] = mapped_column(_enum(BudgetTier))
+    budget_tier: Mapped[BudgetTier] = mapped_column(portable_enum(BudgetTier))
     budget_seconds: Mapped[int] = mapped_column(Integer)
     budget_epochs: Mapped[int | None] = mapped_column(Integer)  # reproducible mode: a budget of training epochs
     seed: Mapped[int] = mapped_column(Integer, default=0)
     constraints: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     tolerance: Mapped[float] = mapped_column(Float, default=DEFAULT_TOLERANCE)  # compression's accuracy loss
-    state: Mapped[JobState] = mapped_column(_enum(JobState), default=JobState.QUEUED, index=True)
+    state: Mapped[JobState] = mapped_column(portable_enum(JobState), default=JobState.QUEUED, index=True)
     stage: Mapped[str | None] = mapped_column(String(64))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     # "device-seconds": the wall-clock seconds of the worker process that ran the job (its attempts added), which
@@ -229,12 +229,12 @@ class Candidate(HasId, Base):
     genome: Mapped[dict[str, Any]] = mapped_column("spec", JSON)
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     cost: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    status: Mapped[CandidateStatus] = mapped_column(_enum(CandidateStatus), default=CandidateStatus.PROPOSED)
+    status: Mapped[CandidateStatus] = mapped_column(portable_enum(CandidateStatus), default=CandidateStatus.PROPOSED)
 
 
 class TrialTask(HasId, Base):
     """One search trial of a job's attempt that runs as a sub-task on another worker: the request the search
-    sent, which worker took it, and its report (curve, status, reason, cost); its weights, when it kept any,
+    sent, which worker took it, and its outcome (curve, status, reason, cost); its weights, when it kept any,
     are in the blob store under `weights_key`."""
 
     __tablename__ = "trial_tasks"
@@ -244,9 +244,9 @@ class TrialTask(HasId, Base):
     attempt: Mapped[int] = mapped_column(Integer)
     trial_index: Mapped[int] = mapped_column(Integer)
     request: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[TrialState] = mapped_column(_enum(TrialState), default=TrialState.QUEUED)
+    state: Mapped[TrialState] = mapped_column(portable_enum(TrialState), default=TrialState.QUEUED)
     worker: Mapped[str | None] = mapped_column(String(200))
-    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # `synthesis.executor.TrialOutcome.to_dict`
     weights_key: Mapped[str | None] = mapped_column(String(512))
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -257,7 +257,7 @@ class TrainedModel(HasId, Base):
 
     A job has at most one model per `variant` (VARIANTS), so a redelivered job never duplicates one. The weights
     of a "dense" model are safetensors; those of a "compressed" one the compressed artifact (`core.artifact`,
-    its length the model's bytes), and its metrics hold the compression's before / after report.
+    its length the model's bytes), and its metrics hold the compression's before / after figures.
     """
 
     __tablename__ = "models"
@@ -277,31 +277,3 @@ class TrainedModel(HasId, Base):
     # the layers with their output shapes, as the engine computed them (`core.analysis.architecture`); None for the
     # models saved before it was recorded
     architecture: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-
-
-class Report(HasId, Base):
-    """A report about a job or one of its models (e.g. evaluation, explanation), as JSON plus images."""
-
-    __tablename__ = "reports"
-
-    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    model_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    kind: Mapped[str] = mapped_column(String(64))
-    content: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-
-    images: Mapped[list[ReportImage]] = relationship(back_populates="report", cascade="all, delete-orphan")
-
-
-class ReportImage(Base):
-    """One image of a report, stored as bytes."""
-
-    __tablename__ = "report_images"
-    __table_args__ = (UniqueConstraint("report_id", "name", name="uq_report_images_report_id_name"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    report_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("reports.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(200))
-    media_type: Mapped[str] = mapped_column(String(64), default="image/png")
-    data: Mapped[bytes] = mapped_column(LargeBinary)
-
-    report: Mapped[Report] = relationship(back_populates="images")

@@ -17,8 +17,6 @@ from sqlalchemy.orm import Session
 
 from store.models import Report, ReportImage
 
-EXPLAINABILITY = "explainability"
-"""The `reports.kind` of a model's explainability report."""
 REPORT_JSON = "report.json"
 REPORT_HTML = "report.html"
 """The page's name among the report's files (and in a package's report/ folder)."""
@@ -43,15 +41,14 @@ def save_report(session: Session, job_id: uuid.UUID, model_id: uuid.UUID, conten
         raise ValueError(f"a report image's name may have at most {NAME_LENGTH} characters")
     files = [ReportImage(name=name, media_type=PNG, data=bytes(data)) for name, data in images.items()]
     files.append(ReportImage(name=REPORT_HTML, media_type=HTML, data=html.encode("utf-8")))
-    report = Report(job_id=job_id, model_id=model_id, kind=EXPLAINABILITY, content=dict(content), images=files)
+    report = Report(job_id=job_id, model_id=model_id, content=dict(content), images=files)
     session.add(report)
     return report
 
 
 def find_report(session: Session, model_id: uuid.UUID) -> Report | None:
     """The explainability report of `model_id`, or None when the model has none."""
-    return session.scalars(select(Report).where(Report.model_id == model_id, Report.kind == EXPLAINABILITY)
-                           .order_by(Report.created_at.desc())).first()
+    return session.scalars(select(Report).where(Report.model_id == model_id).order_by(Report.created_at.desc())).first()
 
 
 def image_names(session: Session, report: Report) -> list[str]:

@@ -25,11 +25,11 @@ class Schedule:
     search: float = 0.5
     fine: float = 0.15
     final: float = 0.25
-    reports: float = 0.05  # evaluation, export, its verification and the latency measurements
+    delivery: float = 0.05  # evaluation, export, its verification and the latency measurements
     explain: float = 0.05  # the explainability reports (at most a tenth of the budget), taken from the final training
 
     def __post_init__(self) -> None:
-        shares = (self.search, self.fine, self.final, self.reports, self.explain)
+        shares = (self.search, self.fine, self.final, self.delivery, self.explain)
         if min(shares) < 0 or abs(sum(shares) - 1) > 1e-9:
             raise ValueError("schedule shares must be non-negative and sum to 1")
 
@@ -45,10 +45,10 @@ class Schedule:
         return cls() if search_rows >= train_rows else LARGE_DATA
 
 
-LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.55, reports=0.05, explain=0.05)
+LARGE_DATA = Schedule(search=0.25, fine=0.1, final=0.55, delivery=0.05, explain=0.05)
 """The text schedule when the search trains on a sample of the training rows (`Schedule.for_task`)."""
 
-IMAGES = Schedule(search=0.2, fine=0.05, final=0.69, reports=0.02, explain=0.04)
+IMAGES = Schedule(search=0.2, fine=0.05, final=0.69, delivery=0.02, explain=0.04)
 """The image schedule under a time budget: most of it trains the network that ships. An image network's accuracy
 keeps growing with its training time long after a search can tell the seeds apart, and the final training continues
 the leader's search weights (`synthesis.final`), so the leader's search time trains it too. Delivery (evaluation,
@@ -136,7 +136,8 @@ class Budget:
         return self.shares.search + self.shares.final
 
     def fine_end(self) -> float:
-        """The fraction at which fine synthesis (compressing the winner) must stop; reports get the rest."""
+        """The fraction at which fine synthesis (compressing the winner) must stop; delivery and the explainability
+        reports get the rest."""
         return self.shares.search + self.shares.final + self.shares.fine
 
 

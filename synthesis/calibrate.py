@@ -24,7 +24,7 @@ from core.model import build
 from core.spec import Spec
 from core.temperature import scale_logits
 from synthesis.linear import scores
-from synthesis.progress import Reporter
+from synthesis.progress import Monitor
 
 TEMPERATURES = tuple(float(t) for t in np.geomspace(1 / 16, 4.0, 49))
 """Temperatures tried: logits divided by 1/16 to 4, 2^(1/8) apart (a strongly regularised linear floor or a
@@ -40,13 +40,13 @@ def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
 
 
 def calibrate(spec: Spec, variables: dict[str, Any], held_out: dict[str, Any] | None, x: np.ndarray, y: np.ndarray,
-              reporter: Reporter) -> dict[str, Any]:
+              monitor: Monitor) -> dict[str, Any]:
     """`variables` with their logits divided by the temperature that fits the predictions of `held_out` (weights of
     `spec` that did not train on `x`) to labels `y`; unchanged where there are no such weights or rows."""
     if held_out is None or not len(y):
         return variables
     log_p = np.log(np.maximum(predict_proba(build(spec), held_out, x), 1e-30))
     _, loss, temperature = calibrated(log_p, y)
-    reporter.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
+    monitor.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
                                    "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
     return scale_logits(spec, variables, 1.0 / temperature)

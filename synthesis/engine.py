@@ -23,7 +23,7 @@ from synthesis.folds import train_folds
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.normalise import channel_normalisation
 from synthesis.pareto import delivered_front
-from synthesis.progress import INTERRUPTED, Cancelled, NullReporter, Reporter, Shielded
+from synthesis.progress import INTERRUPTED, Cancelled, Monitor, NullMonitor, Shielded
 from synthesis.reports import explain_variants, report_data
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
@@ -74,18 +74,18 @@ def search_data(data: Dataset, seed: int) -> Dataset:
 
 
 def synthesize(task: Task, budget: Budget, options: Options | None = None,
-               reporter: Reporter | None = None) -> Synthesis:
+               monitor: Monitor | None = None) -> Synthesis:
     """Search, train and deliver the best network for `task` within `budget`, honouring the constraints; the
     seconds this process spent compiling are in the model's metrics (`compile_seconds`, with the programs compiled
     and the persistent cache's hits and misses) and the result's."""
     with metered() as meter:
-        result = _synthesize(task, budget, options, reporter)
+        result = _synthesize(task, budget, options, monitor)
     result.model.metrics.update(meter.to_dict())
     return replace(result, compile_seconds=meter.seconds)
 
 
-def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: Reporter | None) -> Synthesis:
-    options, reporter = options or Options(), reporter or NullReporter()
+def _synthesize(task: Task, budget: Budget, options: Options | None, monitor: Monitor | None) -> Synthesis:
+    options, monitor = options or Options(), monitor or NullMonitor()
     split, x, data = split_task(task, options.seed, options.test_fraction)
     searched = search_data(data, options.seed)
     if budget.schedule is None:
@@ -93,30 +93,30 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
                                              timed=not budget.reproducible)
     info = space_info(task, split.train)
     sizes = {"train": len(split.train), "val": len(split.val), "test": len(split.test), "seed": split.seed}
-    reporter.event("split", {**sizes, "search_train": len(searched.x_train)})
-    reporter.stage("search")
+    monitor.event("split", {**sizes, "search_train": len(searched.x_train)})
+    monitor.stage("search")
     clock = StageClock(budget)
     config = SearchConfig(horizon=horizon_for(len(searched.x_train)), memory_limit=options.memory_limit,
                           seed=options.seed)
     latency = options.latency or calibrate_latency(info, x[split.train[:1]])
-    search = Search(info, searched, budget, config, options.constraints, latency, reporter, options.executor)
+    search = Search(info, searched, budget, config, options.constraints, latency, monitor, options.executor)
     trials = search.run()
     clock.lap("search")
     compressed, flip, snapshots, trained, compared = None, False, list[dict[str, Any]](), "", False
     if search.stop_reason in INTERRUPTED:  # anytime: deliver the best model trained so far, quietly
         final = best_so_far(search)
-        delivered, reporter = final.variables, NullReporter()
+        delivered, monitor = final.variables, NullMonitor()
     else:
         try:
-            reporter.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
-            reporter.stage("final_training")
-            flip = flips(search, info, data, reporter)
-            final = train_final(search, info, data, budget, reporter, flip, snapshots)
+            monitor.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
+            monitor.stage("final_training")
+            flip = flips(search, info, data, monitor)
+            final = train_final(search, info, data, budget, monitor, flip, snapshots)
             trained, validated = final.winner.candidate.id, final
-            folded = train_folds(final, search, info, data, budget, reporter, options.seed)
+            folded = train_folds(final, search, info, data, budget, monitor, options.seed)
             winner, variables, delivered = ensemble.finish(
-                trials, search.floor, final.winner, final.variables, info, data, reporter, options.seed,
-                functools.partial(refit_network, validated, search, info, data, budget, reporter), folded)
+                trials, search.floor, final.winner, final.variables, info, data, monitor, options.seed,
+                functools.partial(refit_network, validated, search, info, data, budget, monitor), folded)
             compared = search.floor is not None and ensemble.compares(search.floor, data)  # calibrated out of fold
             if winner is not final.winner:  # the floor alone (fitted, not trained), or an ensemble with the network
                 alone = winner is (search.floor[0] if search.floor is not None else None)
@@ -128,23 +128,23 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
         except Cancelled as stop:
             search.stop_reason = stop.reason
             final = best_so_far(search)
-            delivered, reporter = final.variables, NullReporter()
+            delivered, monitor = final.variables, NullMonitor()
     clock.lap("final_training")
     winner, variables = final.winner, final.variables
     spec = space.to_spec(winner.candidate, info)
     if not compared:
-        delivered = calibrate(spec, delivered, final.held_out_variables(), data.x_val, data.y_val, reporter)
+        delivered = calibrate(spec, delivered, final.held_out_variables(), data.x_val, data.y_val, monitor)
     if search.stop_reason not in INTERRUPTED and options.compress:
         base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
                                                                 time_limit_s=None, patience=None), flip=flip)
         fine = fine_synthesis(spec, delivered, data, (x[split.test], task.y[split.test]), budget, base,
-                              options.tolerance, options.seed, reporter)
+                              options.tolerance, options.seed, monitor)
         compressed = fine.variant
         if fine.interrupted:  # the compressed network accepted before the interruption still ships
-            search.stop_reason, reporter = fine.interrupted, NullReporter()
+            search.stop_reason, monitor = fine.interrupted, NullMonitor()
     clock.lap("compression")
-    reporter = shielded = Shielded(reporter)  # an interruption from here on: what was trained is delivered
-    reporter.stage("delivering")
+    monitor = shielded = Shielded(monitor)  # an interruption from here on: what was trained is delivered
+    monitor.stage("delivering")
     probe = x[split.test[:64]] if len(split.test) else x[split.val[:64]]
     model = deliver(spec, delivered, x[split.test], task.y[split.test], probe)
     searched_accuracy = winner.result.best_metric if winner.result is not None else winner.accuracy
@@ -154,21 +154,21 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, reporter: R
     warning = select.chance_level_warning(validation(spec, variables, data)["accuracy"], data.y_val)
     if warning is not None:
         model.metrics["warning"] = warning
-        reporter.event("warning", {"message": warning})
+        monitor.event("warning", {"message": warning})
     if compressed is not None:
         compressed.model.metrics["candidate"] = winner.candidate.id
     clock.lap("delivery")
     if (options.explain and len(split.test) and search.stop_reason not in INTERRUPTED  # a report is of test rows
             and shielded.interrupted is None):
-        reporter.stage("explaining")
+        monitor.stage("explaining")
         rows = report_data(task.classes or [str(c) for c in range(task.num_classes)], x, task.y, split, task.rows,
                            task.texts)
         model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, shielded,
                                              snapshots if trained == winner.candidate.id else [])
     clock.lap("explanation")
     model.metrics["time_spent"] = clock.spent(final.trained_s)
-    reporter.event("time_spent", model.metrics["time_spent"])
-    reporter.progress(1.0, {"val_accuracy": searched_accuracy if final.val_accuracy is None else final.val_accuracy})
+    monitor.event("time_spent", model.metrics["time_spent"])
+    monitor.progress(1.0, {"val_accuracy": searched_accuracy if final.val_accuracy is None else final.val_accuracy})
     if shielded.interrupted is not None and search.stop_reason not in INTERRUPTED:
         search.stop_reason = model.metrics["search_stop"] = shielded.interrupted
     front = delivered_front(trials, winner, model, compressed)

@@ -37,7 +37,7 @@ from synthesis.calibrate import calibrated
 from synthesis.floor import labelled, refit_variables, val_log_proba
 from synthesis.folds import FoldNetworks, probabilities_log, spec_proba
 from synthesis.linear import LinearFit, folds, scores
-from synthesis.progress import Reporter
+from synthesis.progress import Monitor
 from synthesis.space.text import ensemble, floor_params, member_prefix
 from synthesis.trial import Trial, TrialResult
 
@@ -87,7 +87,7 @@ Weights = dict[str, Any]
 
 
 def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: Trial, variables: Weights,
-           info: space.SpaceInfo, data: Dataset, reporter: Reporter, seed: int = 0,
+           info: space.SpaceInfo, data: Dataset, monitor: Monitor, seed: int = 0,
            refit: Callable[[], Weights | None] | None = None, folded: FoldNetworks | None = None
            ) -> tuple[Trial, Weights, Weights]:
     """The trial to deliver, its weights as validated (what was chosen on held-out rows) and its weights as
@@ -109,7 +109,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     floor_spec = space.to_spec(floor_trial.candidate, info)
     if winner is floor_trial:
         lin, y = _floor_held_out(linear_fit, data)
-        return winner, variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, reporter),
+        return winner, variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, monitor),
                                                1 / calibrated(lin, y)[2])
     if folded is not None:
         y, net, lin = labelled(data)[1], folded.held_out, linear_fit.held_out
@@ -120,20 +120,20 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     weight, temperature = fit_weight(net, lin, y, OPTIONS[best])
     beside = floor_params(info) if best == "ensemble" else 0
     fold_nets = folded.fitting(info, winner.candidate, beside) if folded is not None and best != "floor" else 0
-    reporter.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
+    monitor.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
                                 "temperature": round(temperature, 4), "chosen": best,
                                 "scored_on": "folds" if folded is not None else "validation", "rows": len(y),
                                 "fold_networks": fold_nets,
                                 **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
     if best == "floor":
-        return floor_trial, fitted_variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, reporter),
+        return floor_trial, fitted_variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, monitor),
                                                            1 / temperature)
     if best == "network" and not fold_nets:
         return winner, variables, scale_logits(space.to_spec(winner.candidate, info), network(), 1 / temperature)
     members, parts, scales = [], [], []
     if best == "ensemble":  # its probabilities as calibrated out of fold
-        members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, reporter)], \
+        members, parts, scales = [floor_trial.candidate], [_refitted(linear_fit, info, data, monitor)], \
             [weight / temperature]
     nets = list(folded.variables[:fold_nets]) if folded is not None and fold_nets else [network()]
     members += [winner.candidate] * len(nets)
@@ -155,7 +155,7 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
                   latency_ms=(floor_trial.latency_ms if best == "ensemble" else 0.0) + winner.latency_ms * len(nets),
                   result=TrialResult(curve=[accuracy], best_metric=accuracy, best_loss=loss, variables=validated))
     trials.append(trial)
-    reporter.event("candidate", trial.to_dict())
+    monitor.event("candidate", trial.to_dict())
     return trial, validated, delivered
 
 
@@ -174,8 +174,8 @@ def _floor_held_out(linear_fit: LinearFit, data: Dataset) -> tuple[np.ndarray, n
     return val_log_proba(linear_fit, data), data.y_val
 
 
-def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> Weights:
+def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, monitor: Monitor) -> Weights:
     variables = refit_variables(linear_fit, info, data)
-    reporter.event("refit", {"model": "linear floor", "form": linear_fit.description,
+    monitor.event("refit", {"model": "linear floor", "form": linear_fit.description,
                              "rows": len(data.y_train) + len(data.y_val)})
     return variables

@@ -3,7 +3,7 @@
 The search's coordinator proposes candidates and hands some to a `TrialExecutor` (the workers implement it with
 Celery sub-tasks) while it trains one itself. A remote trial gets a snapshot of the successive-halving rung
 scores and applies ASHA's rule with it plus its own predictions; the coordinator merges the predictions it
-made when the trial reports. Stale rung scores are what makes ASHA asynchronous and are acceptable: a rung's
+made when the trial ends. Stale rung scores are what makes ASHA asynchronous and are acceptable: a rung's
 top 1/eta only needs to be approximately right to promote good trials (Li et al., "A System for Massively
 Parallel Hyperparameter Tuning", MLSys 2020, section 3).
 """
@@ -63,7 +63,7 @@ class TrialRequest:
 
 
 @dataclass
-class TrialReport:
+class TrialOutcome:
     """A remote trial that ended: what it measured, the predictions it added to the rungs, where it ran, and a
     way to load its trained weights (None when it kept none)."""
 
@@ -74,13 +74,13 @@ class TrialReport:
     weights: Callable[[], dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON, without weights."""
+        """The outcome as JSON, without weights."""
         return {"index": self.index, "worker": self.worker, **{k: getattr(self.result, k) for k in _RESULT_FIELDS},
                 "rung_predictions": {str(r): p for r, p in self.rung_predictions.items()}}
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any], weights: Callable[[], dict[str, Any]] | None = None) -> TrialReport:
-        """The report `to_dict` wrote, with an optional weights loader."""
+    def from_dict(cls, doc: dict[str, Any], weights: Callable[[], dict[str, Any]] | None = None) -> TrialOutcome:
+        """The outcome `to_dict` wrote, with an optional weights loader."""
         result = TrialResult(**{k: doc[k] for k in _RESULT_FIELDS if k in doc})  # optional: best_loss, compile_seconds
         rungs = {int(r): float(p) for r, p in doc.get("rung_predictions", {}).items()}
         return cls(int(doc["index"]), result, str(doc.get("worker", "")), rungs, weights)
@@ -99,34 +99,34 @@ class TrialExecutor(Protocol):
         ...
 
     def submit(self, request: TrialRequest) -> None:
-        """Start `request` elsewhere; it reports through `poll`."""
+        """Start `request` elsewhere; its outcome comes back through `poll`."""
         ...
 
-    def poll(self) -> list[TrialReport]:
-        """Trials that ended since the last poll, each reported once; a trial that could not run (no worker
+    def poll(self) -> list[TrialOutcome]:
+        """Trials that ended since the last poll, each returned once; a trial that could not run (no worker
         took it in time, its worker died) comes back as failed with the reason."""
         ...
 
     def cancel(self) -> None:
-        """Give up every trial not reported yet (the search is over); none of them reports afterwards."""
+        """Give up every trial not back yet (the search is over); none of them comes back afterwards."""
         ...
 
 
 def run_request(request: TrialRequest, data: Dataset, worker: str,
-                still_wanted: Callable[[], bool] = lambda: True, now: Callable[[], float] = time.time) -> TrialReport:
+                still_wanted: Callable[[], bool] = lambda: True, now: Callable[[], float] = time.time) -> TrialOutcome:
     """Train `request` on `data` (the remote side of a trial), applying ASHA with its rung snapshot; the trial
     stops at `not_after` or when `still_wanted()` turns False. The result keeps its weights when it completed."""
     scores = {r: list(s) for r, s in request.rung_scores.items()}
     added: dict[int, float] = {}
-    report = TrialReport(request.index, TrialResult(), worker, added)
+    outcome = TrialOutcome(request.index, TrialResult(), worker, added)
     if len(data.x_train) != request.train_rows:
-        report.result.status = "failed"
-        report.result.reason = f"the worker's training split has {len(data.x_train)} rows, not {request.train_rows}"
-        return report
+        outcome.result.status = "failed"
+        outcome.result.reason = f"the worker's training split has {len(data.x_train)} rows, not {request.train_rows}"
+        return outcome
     left = request.not_after - now()
     if left < 1.0:
-        report.result.status, report.result.reason = "failed", "the trial started after the search's end"
-        return report
+        outcome.result.status, outcome.result.reason = "failed", "the trial started after the search's end"
+        return outcome
 
     def keep_going(curve: list[float]) -> bool:
         if not still_wanted():
@@ -141,5 +141,5 @@ def run_request(request: TrialRequest, data: Dataset, worker: str,
 
     planned = request.config.get("time_limit_s")
     config = TrainConfig(**{**request.config, "time_limit_s": min(planned, left) if planned else left})
-    report.result = run_trial(Spec.from_dict(request.spec), config, data, keep_going)
-    return report
+    outcome.result = run_trial(Spec.from_dict(request.spec), config, data, keep_going)
+    return outcome

@@ -26,7 +26,7 @@ from synthesis.budget import Budget
 from synthesis.floor import labelled
 from synthesis.linear import FOLDS
 from synthesis.pace import FINAL_MARGIN
-from synthesis.progress import Cancelled, OutOfTime, Reporter
+from synthesis.progress import Cancelled, Monitor, OutOfTime
 from synthesis.reports import Snapshots
 from synthesis.search import Search
 from synthesis.trial import Trial, TrialResult, run_trial, run_until
@@ -101,7 +101,7 @@ def best_so_far(search: Search) -> Final:
     return Final.of_trial(best, best.result.variables)
 
 
-def flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Reporter) -> bool:
+def flips(search: Search, info: space.SpaceInfo, data: Dataset, monitor: Monitor) -> bool:
     """Whether the final training (and compression's retraining) flips images, by the flip test of the best
     network the search trained (`synthesis.augment`; search trials never flip); False for text."""
     best = search.best_trained()
@@ -109,11 +109,11 @@ def flips(search: Search, info: space.SpaceInfo, data: Dataset, reporter: Report
         return False
     test = flip_test(space.to_spec(best.candidate, info), best.result.variables, best.result.best_metric, data)
     if test is not None:
-        reporter.event("augmentation", {"candidate": best.candidate.id, **test.to_dict()})
+        monitor.event("augmentation", {"candidate": best.candidate.id, **test.to_dict()})
     return test is not None and test.flip
 
 
-def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget, reporter: Reporter,
+def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget, monitor: Monitor,
                 flip: bool = False, snapshots: list[dict[str, Any]] | None = None) -> Final:
     """Train the best-ranked network further with a schedule sized to the time left, run to its end (the best
     weights come as the learning rate decays, which early stopping would cut off). Held-out validation decides
@@ -140,7 +140,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
             until_deadline=refit and time_limit is not None, keep_last=refit)
         searched = winner.result.variables if winner.result is not None else None
         if winner.result is not None and searched is not None and budget.too_short_for(winner.result.first_epoch_s):
-            reporter.event("final", {"candidate": winner.candidate.id, "status": "skipped", "from_search": True,
+            monitor.event("final", {"candidate": winner.candidate.id, "status": "skipped", "from_search": True,
                                      "reason": f"{budget.left(1.0):.1f} s left; its first epoch took "
                                                f"{winner.result.first_epoch_s:.1f} s"})
             return Final.of_trial(winner, searched)  # a final training could only overrun the budget
@@ -150,7 +150,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         final = run_trial(space.to_spec(winner.candidate, info), config, rows, lambda _curve: True,
                           on_epoch=lambda _curve: search.tick(), variables=start, check=search.tick, on_weights=snaps)
         budget.spend_epochs(final.epochs)
-        reporter.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
+        monitor.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
                                  is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
                                  "kept_epoch": final.best_epoch,
                                  "planned_epochs": epochs, "seconds": round(final.seconds, 1), "refit": refit,
@@ -170,7 +170,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         if not chosen.refit and kept is not None and kept is not winner and kept.result is not None \
                 and kept.result.variables is not None \
                 and validates_better((kept, kept.result.variables), (winner, chosen.variables), info, data):
-            reporter.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
+            monitor.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
                                               "instead_of": winner.candidate.id,
                                               "their_val_accuracy": final.best_metric})
             return Final.of_trial(kept, kept.result.variables)
@@ -187,7 +187,7 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
 
 
 def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
-                  reporter: Reporter) -> dict[str, Any] | None:
+                  monitor: Monitor) -> dict[str, Any] | None:
     """`final`'s network trained again as its validated final training was (the same recipe, schedule, seed and start)
     on the training and validation rows together, up to the epoch whose weights validation kept; sets `final.refit`.
     None (the validated weights ship) when no validated final training kept its weights, or those epochs do not fit
@@ -201,13 +201,13 @@ def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dat
     time_limit = None if budget.reproducible else budget.left(end)
     needs = epochs * run.seconds / max(run.epochs, 1) * len(rows.x_train) / max(len(data.x_train), 1)
     if (short := budget.shortfall(epochs, needs, end)) is not None:
-        reporter.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept: {short}"})
+        monitor.event("refit", {**event, "status": "skipped", "reason": f"the epochs validation kept: {short}"})
         return None
     config = replace(schedule, time_limit_s=time_limit, keep_last=True, until_deadline=False)
     out, weights = run_until(space.to_spec(final.winner.candidate, info), config, rows, epochs, search.tick,
                              on_epoch=lambda _curve: search.tick(), variables=final.start)
     budget.spend_epochs(out.epochs)
-    reporter.event("refit", {**event, "status": out.status if weights is None else "completed",
+    monitor.event("refit", {**event, "status": out.status if weights is None else "completed",
                              "seconds": round(out.seconds, 1)})
     if weights is None:
         return None

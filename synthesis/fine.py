@@ -21,7 +21,7 @@ from synthesis.budget import Budget
 from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered
 from synthesis.explain.summary import calibration
-from synthesis.progress import INTERRUPTED, Cancelled, Reporter, Stopped
+from synthesis.progress import INTERRUPTED, Cancelled, Monitor, Stopped
 
 TIME_SHARE = 0.75
 """Of the seconds left in a time budget's fine share, what compression gets (it keeps the measured cost of its final
@@ -34,12 +34,12 @@ MIN_SECONDS = 1.0
 @dataclass(frozen=True)
 class CompressedVariant:
     """The compressed model as delivered: `model.weights` is the compressed artifact (:mod:`core.artifact`, its
-    length the model's bytes), `model.onnx` its dense-equivalent verified export; `report` the before / after
+    length the model's bytes), `model.onnx` its dense-equivalent verified export; `figures` the before / after
     figures of `synthesis.compress`; `stop_reason` ``completed``, or why its caller interrupted it (``cancelled``,
     ``time_limit``)."""
 
     model: Delivered
-    report: dict[str, Any]
+    figures: dict[str, Any]
     stop_reason: str
 
     @property
@@ -64,7 +64,7 @@ def nonzero_params(variables: dict[str, Any]) -> int:
 
 def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: tuple[np.ndarray, np.ndarray],
                    budget: Budget, config: TrainConfig, tolerance: float, seed: int,
-                   reporter: Reporter) -> FineOutcome:
+                   monitor: Monitor) -> FineOutcome:
     """Compress the trained network `spec`/`variables` within the fine share of `budget` (epochs for a
     reproducible budget, so the seed fixes the result) and evaluate the compressed variant on the `test` split.
 
@@ -76,17 +76,17 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
     else:
         seconds, epochs = TIME_SHARE * budget.left(end), None
         if seconds < MIN_SECONDS:
-            reporter.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
+            monitor.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
             return FineOutcome(None)
     try:
         compressed = compress(spec, variables, data, tolerance=tolerance, seconds=seconds, epochs=epochs, seed=seed,
-                              reporter=reporter, config=config)
+                              monitor=monitor, config=config)
     except Cancelled as stop:
         return FineOutcome(None, interrupted=stop.reason)
     except Stopped:
         raise
     except Exception as exc:  # the dense model still ships
-        reporter.event("compress_failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        monitor.event("compress_failed", {"error": f"{type(exc).__name__}: {exc}"[:2000]})
         return FineOutcome(None)
     finally:
         if epochs is not None:
@@ -98,9 +98,9 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
 def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> CompressedVariant:
     """The compressed variant with its test accuracy and calibration (through its verified ONNX export, what ships)
     and figures."""
-    after = c.report["after"]
+    after = c.figures["after"]
     accuracy = (float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test)) if len(y_test) else None)
-    metrics = {**c.report, "test_accuracy": accuracy, "val_accuracy": c.report["val_accuracy_after"],
+    metrics = {**c.figures, "test_accuracy": accuracy, "val_accuracy": c.figures["val_accuracy_after"],
                "params": after["params"], "nonzero_params": nonzero_params(c.variables), "macs": after["macs"],
                "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
                "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
@@ -109,4 +109,4 @@ def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> Compress
                    test_reliability=reliability and reliability["bins"])
     model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
                       metrics=metrics, architecture=architecture(c.spec))
-    return CompressedVariant(model=model, report=c.report, stop_reason=c.stop_reason)
+    return CompressedVariant(model=model, figures=c.figures, stop_reason=c.stop_reason)

@@ -28,7 +28,7 @@ from synthesis import space
 from synthesis.budget import Budget
 from synthesis.floor import labelled
 from synthesis.linear import folds, scores
-from synthesis.progress import Reporter
+from synthesis.progress import Monitor
 from synthesis.search import Search
 from synthesis.space.text import MODEL_PARAMS
 from synthesis.trial import TrialResult, run_until
@@ -67,7 +67,7 @@ class FoldNetworks:
 
 
 def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Dataset, budget: Budget,
-                reporter: Reporter, seed: int) -> FoldNetworks | None:
+                monitor: Monitor, seed: int) -> FoldNetworks | None:
     """`final`'s network trained afresh on each of the floor's folds of the labelled rows, with the recipe and
     schedule of its `recipe`, kept at the epoch it names; None (the validation rows decide) above FOLD_ROWS rows,
     without a floor fitted on these rows, when the folds do not fit the final training's time (or epochs) left, or
@@ -84,7 +84,7 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     row_epoch_s = run.seconds / max(run.epochs, 1) / max(len(data.x_train), 1)
     needs = run.compile_s + sum(epochs * row_epoch_s * len(train) for train, _ in splits)
     if (short := budget.shortfall(epochs * len(splits), needs, end)) is not None:
-        reporter.event("folds", {**event, "status": "skipped", "reason": f"the folds: {short}"})
+        monitor.event("folds", {**event, "status": "skipped", "reason": f"the folds: {short}"})
         return None
     spec = space.to_spec(final.winner.candidate, info)
     held_out, nets, start = np.zeros((len(y), info.num_classes)), [], time.perf_counter()
@@ -95,13 +95,13 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
                                  on_epoch=lambda _curve: search.tick())
         budget.spend_epochs(out.epochs)
         if weights is None:
-            reporter.event("folds", {**event, "status": out.status, "fold": i, "reason": out.reason or out.status})
+            monitor.event("folds", {**event, "status": out.status, "fold": i, "reason": out.reason or out.status})
             return None
         held_out[test] = probabilities_log(spec_proba(spec, weights, x[test]))
         nets.append(weights)
     accuracy, loss = scores(held_out, y)
     seconds = time.perf_counter() - start
-    reporter.event("folds", {**event, "status": "completed", "seconds": round(seconds, 1),
+    monitor.event("folds", {**event, "status": "completed", "seconds": round(seconds, 1),
                              "accuracy": round(accuracy, 6), "loss": round(loss, 6),
                              "fold_accuracy": [round(scores(held_out[t], y[t])[0], 6) for _, t in splits]})
     return FoldNetworks(held_out, nets, seconds)

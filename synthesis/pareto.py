@@ -46,7 +46,7 @@ def delivered_front(trials: list[Trial], winner: Trial, model: Delivered,
                    "variant": "dense"})
     if compressed is not None:  # the dense point's accuracy less what compression lost on the validation rows,
         m = compressed.model.metrics  # which a refit network trained on: its absolute figure there is not held out
-        lost = compressed.report["val_accuracy_before"] - compressed.report["val_accuracy_after"]
+        lost = compressed.figures["val_accuracy_before"] - compressed.figures["val_accuracy_after"]
         points.append({"candidate": winner.candidate.id, "accuracy": winner.accuracy - lost,
                        "params": m["nonzero_params"], "latency_ms": m["latency_ms"], "latency": "measured",
                        "delivered": True, "variant": "compressed", "model_bytes": m["model_bytes"]})

@@ -1,6 +1,6 @@
-"""How synthesis reports what it is doing, and how its caller stops it: an interface the caller implements.
+"""How synthesis tells its caller what it is doing, and how the caller stops it: the `Monitor` the caller implements.
 
-A worker implements `Reporter` with database writes; the command line with a progress bar; tests with a list.
+A worker implements `Monitor` with database writes; the command line with a progress bar; tests with a list.
 """
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from typing import Any, Protocol
 
 
 class Stopped(Exception):
-    """Raised by a reporter to abort synthesis at its next report, delivering nothing (e.g. a lost lease)."""
+    """Raised by a monitor to abort synthesis at its next call, delivering nothing (e.g. a lost lease)."""
 
 
 class Cancelled(Stopped):
-    """Raised by a reporter when the user cancels: synthesis stops and still delivers its best model so far.
+    """Raised by a monitor when the user cancels: synthesis stops and still delivers its best model so far.
     `reason` is the synthesis's stop reason then."""
 
     reason = "cancelled"
 
 
 class OutOfTime(Cancelled):
-    """Raised by a reporter when its caller's own time limit has come (a task's soft time limit): synthesis stops
+    """Raised by a monitor when its caller's own time limit has come (a task's soft time limit): synthesis stops
     as at its deadline and delivers its best model so far."""
 
     reason = "time_limit"
@@ -53,7 +53,7 @@ INTERRUPTED = (Ending.CANCELLED.value, Ending.DEADLINE.value)
 """The stop reasons of a synthesis its caller interrupted (it delivers the best model trained before)."""
 
 
-class Reporter(Protocol):
+class Monitor(Protocol):
     """Receives synthesis's stages, progress and events; any method may raise `Stopped`."""
 
     def stage(self, name: str) -> None:
@@ -69,8 +69,8 @@ class Reporter(Protocol):
         ...
 
 
-class NullReporter:
-    """A reporter that records nothing and never stops synthesis."""
+class NullMonitor:
+    """A monitor that records nothing and never stops synthesis."""
 
     def stage(self, name: str) -> None:
         """Ignore the stage."""
@@ -83,10 +83,10 @@ class NullReporter:
 
 
 class Shielded:
-    """A reporter that passes everything on to `inner` but absorbs an interruption (`Cancelled`), keeping its
+    """A monitor that passes everything on to `inner` but absorbs an interruption (`Cancelled`), keeping its
     reason in `interrupted`: for synthesis's last steps, which deliver what was trained whatever happens."""
 
-    def __init__(self, inner: Reporter) -> None:
+    def __init__(self, inner: Monitor) -> None:
         self.inner = inner
         self.interrupted: str | None = None
 

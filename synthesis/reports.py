@@ -36,53 +36,53 @@ class _Interrupted(Exception):
     """The caller interrupted the job while a report was being built: the report is dropped."""
 
 
-def _deadline(budget: Budget, share: float, reporter: Shielded) -> Callable[[], None]:
+def _deadline(budget: Budget, share: float, monitor: Shielded) -> Callable[[], None]:
     """A check that reports progress and raises OutOfReportTime once `share` of the budget's time left now has
     passed, or _Interrupted once the caller has interrupted the job."""
     end = budget.elapsed() + share * budget.left(1.0)
 
     def check() -> None:
-        reporter.progress(min(budget.used(), 1.0), {})
-        if reporter.interrupted is not None:
-            raise _Interrupted(reporter.interrupted)
+        monitor.progress(min(budget.used(), 1.0), {})
+        if monitor.interrupted is not None:
+            raise _Interrupted(monitor.interrupted)
         if budget.left(1.0) <= 0 or budget.elapsed() >= end:
             raise OutOfReportTime(f"its time ran out {budget.elapsed():.0f} s into the budget")
     return check
 
 
 def explained(model: Delivered, variant: str, weights: dict[str, Any], data: ReportData, codec: TextCodec | None,
-              budget: Budget, reporter: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0
+              budget: Budget, monitor: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0
               ) -> Delivered:
     """`model` with its report, built in `share` of the budget's time left (an event says what it holds, or why
     there is none: its time ran out before its global figures, or the caller interrupted the job)."""
     started = time.perf_counter()
-    check = _deadline(budget, share, reporter)
+    check = _deadline(budget, share, monitor)
     try:
         check()
         subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
         report = build_report(subject, data, variant, checkpoints, check)
     except OutOfReportTime as exc:
-        reporter.event("report", {"variant": variant, "built": False, "reason": str(exc)})
+        monitor.event("report", {"variant": variant, "built": False, "reason": str(exc)})
         return model
     except _Interrupted as exc:
-        reporter.event("report", {"variant": variant, "built": False, "reason": f"the job was {exc}"})
+        monitor.event("report", {"variant": variant, "built": False, "reason": f"the job was {exc}"})
         return model
     seconds = time.perf_counter() - started
-    reporter.event("report", {"variant": variant, "built": True, "seconds": round(seconds, 2),
-                              "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"]),
-                              "omitted": report.content["omitted"]})
+    monitor.event("report", {"variant": variant, "built": True, "seconds": round(seconds, 2),
+                             "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"]),
+                             "omitted": report.content["omitted"]})
     return replace(model, report=report)
 
 
 def explain_variants(model: Delivered, variables: dict[str, Any], compressed: CompressedVariant | None,
-                     data: ReportData, codec: TextCodec | None, budget: Budget, reporter: Shielded,
+                     data: ReportData, codec: TextCodec | None, budget: Budget, monitor: Shielded,
                      snapshots: Sequence[dict[str, Any]] = ()) -> tuple[Delivered, CompressedVariant | None]:
     """The delivered variants with their reports, the dense one (traced over `snapshots` too) first."""
-    model = explained(model, "dense", variables, data, codec, budget, reporter, snapshots,
+    model = explained(model, "dense", variables, data, codec, budget, monitor, snapshots,
                       share=1.0 if compressed is None else 0.5)
     if compressed is not None:
         small = explained(compressed.model, "compressed", artifact.decode(compressed.model.weights).variables, data,
-                          codec, budget, reporter)
+                          codec, budget, monitor)
         compressed = replace(compressed, model=small)
     return model, compressed
 

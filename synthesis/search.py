@@ -28,11 +28,11 @@ from core.train_config import TrainConfig
 from synthesis import select, space
 from synthesis.budget import Budget
 from synthesis.curves import DEFAULT_RULE, predict_final, rung_score
-from synthesis.executor import TrialExecutor, TrialReport, TrialRequest, promotes
+from synthesis.executor import TrialExecutor, TrialOutcome, TrialRequest, promotes
 from synthesis.floor import fit_trial
 from synthesis.linear import LinearFit
 from synthesis.pace import Pace
-from synthesis.progress import Cancelled, Reporter
+from synthesis.progress import Cancelled, Monitor
 from synthesis.search_config import SearchConfig, rungs
 from synthesis.stopping import AHEAD_AFTER, Run, leader_ahead
 from synthesis.trial import Trial, TrialResult, memory_estimate, run_trial
@@ -46,10 +46,10 @@ class Search:
     (used for time budgets only: an epoch budget stays in-process and deterministic) trials also run elsewhere."""
 
     def __init__(self, info: space.SpaceInfo, data: Dataset, budget: Budget, config: SearchConfig,
-                 constraints: space.Constraints, latency: space.LatencyModel, reporter: Reporter,
+                 constraints: space.Constraints, latency: space.LatencyModel, monitor: Monitor,
                  executor: TrialExecutor | None = None) -> None:
         self.info, self.data, self.budget, self.config = info, data, budget, config
-        self.constraints, self.latency, self.reporter = constraints, latency, reporter
+        self.constraints, self.latency, self.monitor = constraints, latency, monitor
         # remote trials rank by the default rule: another rule keeps trials in-process, so no rung mixes rules
         self.executor = None if budget.reproducible or config.rung_rule != DEFAULT_RULE else executor
         self.worker = executor.local_worker if executor is not None else "local"
@@ -114,7 +114,7 @@ class Search:
             if self._admit(trial):
                 return trial
             self._rejected += 1
-            self.reporter.event("candidate", trial.to_dict())
+            self.monitor.event("candidate", trial.to_dict())
             if self._rejected > 200:
                 self.stop_reason, self._done = "no admissible candidate", True
         return None
@@ -173,7 +173,7 @@ class Search:
     def _record(self, trial: Trial) -> None:
         """Log a trained trial, keep only the best weights, and note whether the search has converged."""
         self._forget_weights_of_all_but_the_best()
-        self.reporter.event("candidate", trial.to_dict())
+        self.monitor.event("candidate", trial.to_dict())
         if trial.accuracy > self._best + 1e-4:
             self._best, self._since_best = trial.accuracy, 0
         else:
@@ -185,7 +185,7 @@ class Search:
         lead = None if self._done else leader_ahead([self._run(t) for t in networks], len(self.data.y_val))
         if lead is not None:  # the rest of the search's time goes to the leader's final training
             self.stop_reason, self._done = "leader_ahead", True
-            self.reporter.event("leader_ahead", {"candidate": networks[lead].candidate.id, "beaten": [
+            self.monitor.event("leader_ahead", {"candidate": networks[lead].candidate.id, "beaten": [
                 t.candidate.id for t in networks[lead + 1:]][-AHEAD_AFTER:]})
 
     def _run(self, trial: Trial) -> Run:
@@ -218,8 +218,8 @@ class Search:
         self._drain()
 
     def tick(self) -> None:
-        """Report the job's progress (its budget spent); the reporter may raise `Cancelled` or `Stopped` here."""
-        self.reporter.progress(min(self.budget.used(), 1.0), {})
+        """Tell the monitor the job's progress (its budget spent); it may raise `Cancelled` or `Stopped` here."""
+        self.monitor.progress(min(self.budget.used(), 1.0), {})
 
     def _between_epochs(self) -> None:
         self.tick()
@@ -231,8 +231,8 @@ class Search:
         if self.executor is None or (not force and time.monotonic() - self._last_exchange < POLL_S):
             return
         self._last_exchange = time.monotonic()
-        for report in self.executor.poll():
-            self._merge(report)
+        for outcome in self.executor.poll():
+            self._merge(outcome)
         while (not self._done and self._time_for_a_remote_trial() and self.executor.free_slots() > 0
                and (trial := self._next_admitted()) is not None):
             self._submit(trial)
@@ -255,23 +255,23 @@ class Search:
         return self.budget.left(self.budget.search_end()) - self._margin() > max(self._first_epoch_s(), 1.0) + 1.0
 
     def _margin(self) -> float:
-        """Seconds a remote trial ends before the search does, so its report arrives in time."""
+        """Seconds a remote trial ends before the search does, so its outcome arrives in time."""
         return max(2.0, 0.03 * (self.budget.seconds or 0.0) * self.budget.search_end())
 
-    def _merge(self, report: TrialReport) -> None:
-        trial = self.remote.pop(report.index, None)
-        if trial is None:  # unknown or already merged: reports are idempotent
+    def _merge(self, outcome: TrialOutcome) -> None:
+        trial = self.remote.pop(outcome.index, None)
+        if trial is None:  # unknown or already merged: outcomes are idempotent
             return
-        for rung, prediction in report.rung_predictions.items():
+        for rung, prediction in outcome.rung_predictions.items():
             if rung in self.rung_scores:
                 self.rung_scores[rung].append(prediction)
-        trial.worker = report.worker
-        self._measured(trial, report.result)
+        trial.worker = outcome.worker
+        self._measured(trial, outcome.result)
         best = self.best_trained()
-        if (report.weights is not None and report.result.status in ("completed", "deadline")
+        if (outcome.weights is not None and outcome.result.status in ("completed", "deadline")
                 and (best is None or best.result is None
-                     or select.beats(report.result.score, best.result.score, len(self.data.y_val)))):
-            report.result.variables = report.weights()
+                     or select.beats(outcome.result.score, best.result.score, len(self.data.y_val)))):
+            outcome.result.variables = outcome.weights()
         self._record(trial)
 
     def _drain(self) -> None:
@@ -279,13 +279,13 @@ class Search:
         while self.remote and self.executor is not None and self.budget.left(self.budget.search_end()) > 0:
             self.tick()
             time.sleep(POLL_S)
-            for report in self.executor.poll():
-                self._merge(report)
+            for outcome in self.executor.poll():
+                self._merge(outcome)
         if self.remote and self.executor is not None:
             self.executor.cancel()
             for trial in self.remote.values():
                 trial.status, trial.reason = "cancelled", "the search ended before the trial reported"
-                self.reporter.event("candidate", trial.to_dict())
+                self.monitor.event("candidate", trial.to_dict())
             self.remote.clear()
 
     def _time_for_a_trial(self) -> bool:

@@ -27,7 +27,7 @@ from synthesis.progress import Stopped
 from synthesis.select import excess_loss
 
 PROGRESS_STEPS = 8
-"""A trial reports every that many steps, so its pace is known after a few steps, not an epoch."""
+"""A trial tells its progress every that many steps, so its pace is known after a few steps, not an epoch."""
 
 ADAM_COPIES = 4
 """Float32 copies of the parameters training holds: weights, gradients, and AdamW's two moments."""
@@ -85,7 +85,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     result = TrialResult()
     start = time.perf_counter()
     config = replace(config, progress_every=PROGRESS_STEPS)
-    marks: list[tuple[int, float]] = []  # (global step, seconds) of step reports, to measure the pace
+    marks: list[tuple[int, float]] = []  # (global step, seconds) of each step's progress, to measure the pace
 
     def hook(p: Progress) -> None:
         if "val_accuracy" not in p.metrics:

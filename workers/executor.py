@@ -1,6 +1,6 @@
 """The coordinator's side of parallel search trials: a `synthesis.executor.TrialExecutor` on Celery sub-tasks.
 
-A trial sent elsewhere is a `trial_tasks` row (the request, then the report) plus a `netsynth.trial(row id)`
+A trial sent elsewhere is a `trial_tasks` row (the request, then the outcome) plus a `netsynth.trial(row id)`
 message on the job's queue; no Celery result backend is involved, and the trained weights go through the blob
 store. The executor counts the worker processes serving the queue that are idle now (Celery's remote
 control); with none, the search stays in-process. A sub-task no worker takes within `start_timeout_s`, or
@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 from infra.broker import TRIAL, enqueue_trial, filesystem_dir
 from store.db import session_scope
 from store.models import TrialState, TrialTask
-from synthesis.executor import TrialReport, TrialRequest
+from synthesis.executor import TrialOutcome, TrialRequest
 from synthesis.trial import TrialResult
 from workers.context import Context
 
@@ -73,7 +73,7 @@ class CeleryExecutor:
         self.worker, self.start_timeout_s, self.refresh_s = worker, start_timeout_s, refresh_s
         self._count = count or (lambda ours: idle_processes(sender, queue, ours))
         self._sent: dict[uuid.UUID, _Sent] = {}
-        self._failed: list[TrialReport] = []
+        self._failed: list[TrialOutcome] = []
         self._capacity, self._checked, self._busy_found = 0, -float("inf"), 0
 
     @property
@@ -104,20 +104,20 @@ class CeleryExecutor:
         except Exception as exc:  # the broker is down: the trial fails, the job goes on
             self._give_up(row_id, f"the sub-task could not be sent: {exc}")
 
-    def poll(self) -> list[TrialReport]:
-        """Reports of the sub-tasks that ended; failed ones for those no worker took or whose worker went silent."""
-        reports, self._failed = self._failed, []
+    def poll(self) -> list[TrialOutcome]:
+        """Outcomes of the sub-tasks that ended; failed ones for those no worker took or whose worker went silent."""
+        outcomes, self._failed = self._failed, []
         if not self._sent:
-            return reports
+            return outcomes
         with session_scope(self.ctx.factory) as session:
             rows = list(session.scalars(select(TrialTask).where(TrialTask.id.in_(list(self._sent)))))
-            states = {r.id: (r.state, r.report, r.weights_key, r.worker) for r in rows}
+            states = {r.id: (r.state, r.outcome, r.weights_key, r.worker) for r in rows}
         now = time.monotonic()
-        for row_id, (state, report, key, worker) in states.items():
+        for row_id, (state, outcome, key, worker) in states.items():
             sent = self._sent[row_id]
-            if state is TrialState.DONE and report is not None:
+            if state is TrialState.DONE and outcome is not None:
                 del self._sent[row_id]
-                reports.append(TrialReport.from_dict(report, self._loader(key) if key else None))
+                outcomes.append(TrialOutcome.from_dict(outcome, self._loader(key) if key else None))
             elif state is TrialState.QUEUED and now - sent.sent > self.start_timeout_s:
                 self._busy_found += 1  # a process counted idle was not: count it busy until the next count
                 self._give_up(row_id, f"no worker took the sub-task within {self.start_timeout_s:.0f} s")
@@ -128,14 +128,14 @@ class CeleryExecutor:
             elif state is TrialState.CANCELLED:
                 self._give_up(row_id, "the sub-task was cancelled")
         failed, self._failed = self._failed, []
-        return reports + failed
+        return outcomes + failed
 
     def _give_up(self, row_id: uuid.UUID, reason: str) -> None:
         sent = self._sent.pop(row_id)
         with session_scope(self.ctx.factory) as session:
             session.execute(update(TrialTask).where(TrialTask.id == row_id, TrialTask.state != TrialState.DONE)
                             .values(state=TrialState.CANCELLED))
-        self._failed.append(TrialReport(sent.index, TrialResult(status="failed", reason=reason)))
+        self._failed.append(TrialOutcome(sent.index, TrialResult(status="failed", reason=reason)))
 
     def cancel(self) -> None:
         """Cancel every sub-task of this attempt that has not reported; their workers stop at their next epoch."""

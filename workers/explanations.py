@@ -67,16 +67,15 @@ def _start(session: Session, explanation_id: uuid.UUID) -> Asked | str:
     if row is None:
         return _state(session, explanation_id)
     model = session.get_one(TrainedModel, row.model_id)
-    uploaded = explanations.image(row, explanations.INPUT)
-    return Asked(method=row.content["method"], name=row.content["input"], text=row.content.get("text"),
-                 image=bytes(uploaded.data) if uploaded is not None else None, spec=dict(model.spec),
+    return Asked(method=row.method, name=row.input, text=row.text,
+                 image=bytes(row.image) if row.image is not None else None, spec=dict(model.spec),
                  weights=bytes(model.weights), variant=model.variant, preprocessing=dict(model.preprocessing),
                  classes=list(model.classes))
 
 
 def _state(session: Session, explanation_id: uuid.UUID) -> str:
     row = explanations.find_explanation(session, explanation_id)
-    return "missing" if row is None else explanations.state(row).value
+    return "missing" if row is None else row.state.value
 
 
 def _fail(factory: sessionmaker[Session], explanation_id: uuid.UUID, reason: str, error: str) -> str:

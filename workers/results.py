@@ -1,5 +1,6 @@
 """What a finished synthesis leaves in the database: the models (dense and, when compression delivered one,
-compressed) with their explainability reports, every candidate of the search, the Pareto front."""
+compressed) with their explainability reports, every candidate of the search, and the search's result (its summary
+and the Pareto front)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from store.jobs import append_event
-from store.models import Candidate, CandidateStatus, Job, Report, TrainedModel
+from store.models import Candidate, CandidateStatus, Job, Report, SearchResult, TrainedModel
 from store.reports import save_report
 from synthesis.deliver import Delivered
 from synthesis.explain import Report as ExplainReport
@@ -58,12 +59,13 @@ def _save_report(session: Session, job_id: uuid.UUID, model: TrainedModel, repor
 def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepared) -> uuid.UUID:
     """Store the synthesis of `job_id` (replacing any partial one of an earlier attempt): the dense model, the
     compressed one when there is one (weights: the compressed artifact), each with its explainability report when
-    it was delivered one, candidates and reports; return the dense model's id."""
+    it was delivered one, candidates and the search's result; return the dense model's id."""
     existing = session.scalars(select(TrainedModel.id).where(TrainedModel.job_id == job_id,
                                                              TrainedModel.variant == "dense")).first()
     if existing is not None:  # a model is saved with the job's success: this attempt is a duplicate
         return existing
     session.execute(delete(Report).where(Report.job_id == job_id))
+    session.execute(delete(SearchResult).where(SearchResult.job_id == job_id))
     session.execute(delete(Candidate).where(Candidate.job_id == job_id))
     rows = [candidate_row(job_id, entry) for entry in result.log]
     session.add_all(rows)
@@ -80,8 +82,7 @@ def save(session: Session, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
         if variant.report is not None:
             _save_report(session, job_id, row, variant.report)
     model = saved[0][0]
-    session.add(Report(job_id=job_id, model_id=model.id, kind="pareto", content={"points": result.pareto}))
-    session.add(Report(job_id=job_id, model_id=model.id, kind="search", content={
+    session.add(SearchResult(job_id=job_id, pareto=result.pareto, summary={
         "stop_reason": result.stop_reason, "split": result.split, "seconds": round(result.seconds, 3),
         "trials": len(result.log), "compile_seconds": round(result.compile_seconds, 3)}))
     return model.id

@@ -24,7 +24,7 @@ from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
 from store.models import Dataset, Job, JobState
 from synthesis.progress import Cancelled, Ending, OutOfTime
 from workers.context import Context, holder_dead, worker_name
-from workers.reporter import DbReporter, LeaseTaken
+from workers.monitor import JobMonitor, LeaseTaken
 
 if TYPE_CHECKING:
     from synthesis.interface import Synthesis
@@ -53,28 +53,28 @@ def run_job(ctx: Context, job_id: uuid.UUID, worker: str = "") -> str:
         return got.outcome.value
     with session_scope(ctx.factory) as session:
         spent_before = session.get_one(Job, job_id).device_seconds
-    reporter = DbReporter(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before)
-    with reporter, soft_time_limit_as_deadline(reporter):
-        return _run(ctx, job_id, reporter, got.attempt, worker or worker_name(None))
+    monitor = JobMonitor(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before)
+    with monitor, soft_time_limit_as_deadline(monitor):
+        return _run(ctx, job_id, monitor, got.attempt, worker or worker_name(None))
 
 
 @contextmanager
-def soft_time_limit_as_deadline(reporter: DbReporter) -> Iterator[None]:
-    """While a job runs, Celery's soft time limit only tells `reporter`, which ends the synthesis at its next report
+def soft_time_limit_as_deadline(monitor: JobMonitor) -> Iterator[None]:
+    """While a job runs, Celery's soft time limit only tells `monitor`, which ends the synthesis at its next call
     as its deadline would (the best model so far is delivered). Celery's own handler of the signal that billiard
     sends a pool process raises `SoftTimeLimitExceeded` wherever the code is, where it was taken for a failed trial or
     a failed compression. Signal handlers belong to the main thread: elsewhere this changes nothing."""
     if SIG_SOFT_TIMEOUT is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(SIG_SOFT_TIMEOUT, lambda _signum, _frame: reporter.time_up())
+    previous = signal.signal(SIG_SOFT_TIMEOUT, lambda _signum, _frame: monitor.time_up())
     try:
         yield
     finally:
         signal.signal(SIG_SOFT_TIMEOUT, previous)
 
 
-def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, worker: str) -> str:
+def _run(ctx: Context, job_id: uuid.UUID, monitor: JobMonitor, attempt: int, worker: str) -> str:
     from synthesis.budget import Budget  # JAX loads with the engine, in the pool process only
     from synthesis.engine import synthesize
     from synthesis.interface import Options
@@ -91,35 +91,35 @@ def _run(ctx: Context, job_id: uuid.UUID, reporter: DbReporter, attempt: int, wo
             dataset = session.get_one(Dataset, job.dataset_id)
             # what earlier attempts and this one's start (importing the engine) left of the budget; claim saw to it
             # that a restart has a tenth of it
-            left = max(job.budget_seconds - reporter.elapsed(), 1.0)
+            left = max(job.budget_seconds - monitor.elapsed(), 1.0)
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
             limits, seed, queue, tolerance = dict(job.constraints), job.seed, job.queue, job.tolerance
-        reporter.stage("loading")
+        monitor.stage("loading")
         prepared = prepare(dataset, ctx.blobs, ctx.settings.ingest_limits(), seed)
         constraints = Constraints(max_params=limits.get("max_params"), max_model_bytes=limits.get("max_model_bytes"),
                                   max_latency_ms=limits.get("max_latency_ms"))
         executor = CeleryExecutor(ctx, app, job_id, attempt, queue, worker)  # other idle workers train trials too
         try:
             options = Options(seed=seed, constraints=constraints, executor=executor, tolerance=tolerance)
-            result = synthesize(prepared.task, budget, options, reporter)
+            result = synthesize(prepared.task, budget, options, monitor)
         finally:
             executor.discard_weights()
-        return _succeed(ctx, job_id, result, prepared, reporter.elapsed(), job_state(result.ending, delivered=True))
+        return _succeed(ctx, job_id, result, prepared, monitor.elapsed(), job_state(result.ending, delivered=True))
     except OutOfTime:
-        return _end(ctx, job_id, job_state(Ending.DEADLINE, delivered=False), reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.DEADLINE, delivered=False), monitor.elapsed(),
                     error="the job reached its task's time limit before any candidate finished training")
     except Cancelled:  # the user's, before anything trained: synthesis had nothing to deliver
-        return _end(ctx, job_id, job_state(Ending.CANCELLED, delivered=False), reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.CANCELLED, delivered=False), monitor.elapsed(),
                     note="cancelled before any candidate finished training: no model")
     except SoftTimeLimitExceeded:  # where `soft_time_limit_as_deadline` could not take the signal (not the main thread)
-        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), monitor.elapsed(),
                     error="the job ran past its budget's time limit and was stopped")
     except LeaseTaken:
         log.warning("job %s: another worker took it over; stopping", job_id)
         return "lease-lost"
     except Exception as exc:
         log.exception("job %s failed", job_id)
-        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), reporter.elapsed(),
+        return _end(ctx, job_id, job_state(Ending.FAILED, delivered=False), monitor.elapsed(),
                     error=f"{type(exc).__name__}: {exc}")
 
 

@@ -1,8 +1,8 @@
 """The remote side of a parallel search trial: `netsynth.trial(row id)` trains one candidate for a job that runs
-on another worker, on the job's dataset loaded here, and writes its report to the row (weights to the blob store).
+on another worker, on the job's dataset loaded here, and writes its outcome to the row (weights to the blob store).
 
 Idempotent: only a queued row runs (a redelivered message for a running, finished or cancelled row does
-nothing), and a report lands only while the row is still running, so a trial its search gave up on is dropped.
+nothing), and an outcome lands only while the row is still running, so a trial its search gave up on is dropped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from workers.context import Context
 
 if TYPE_CHECKING:
     from core.data import Dataset as Arrays
-    from synthesis.executor import TrialReport
+    from synthesis.executor import TrialOutcome
 
 log = logging.getLogger(__name__)
 _cache: dict[tuple[uuid.UUID, int], Arrays] = {}
@@ -77,39 +77,39 @@ def _watch(ctx: Context, row_id: uuid.UUID, every_s: float = 1.0) -> Callable[[]
 
 
 def run_trial_task(ctx: Context, row_id: uuid.UUID, worker: str) -> str:
-    """Train the trial of row `row_id` on this worker and store its report; return what happened. The lines logged
+    """Train the trial of row `row_id` on this worker and store its outcome; return what happened. The lines logged
     while it trains and stores carry the `job_id` of the job the trial belongs to."""
     claimed = _claim(ctx, row_id, worker)  # before JAX loads: the coordinator sees at once that a worker took it
     if claimed is None:
         return "skipped"
-    from synthesis.executor import TrialReport, TrialRequest, run_request
+    from synthesis.executor import TrialOutcome, TrialRequest, run_request
     from synthesis.trial import TrialResult
 
     row, job = claimed
     request = TrialRequest.from_dict(row.request)
     with log_context(job_id=str(job.id)):
         try:
-            report = run_request(request, training_data(ctx, job), worker, _watch(ctx, row_id))
+            outcome = run_request(request, training_data(ctx, job), worker, _watch(ctx, row_id))
         except Exception as exc:  # a failed trial never fails the job
             log.exception("trial %s of job %s failed", request.index, job.id)
-            report = TrialReport(request.index,
+            outcome = TrialOutcome(request.index,
                                  TrialResult(status="failed", reason=f"{type(exc).__name__}: {exc}"[:500]), worker)
-        return _store(ctx, row_id, job.id, request.spec, report)
+        return _store(ctx, row_id, job.id, request.spec, outcome)
 
 
-def _store(ctx: Context, row_id: uuid.UUID, job_id: uuid.UUID, spec: dict[str, object], report: TrialReport) -> str:
+def _store(ctx: Context, row_id: uuid.UUID, job_id: uuid.UUID, spec: dict[str, object], outcome: TrialOutcome) -> str:
     from core import checkpoint
     from core.spec import Spec
     from workers.executor import save_weights
 
     key = None
-    if report.result.variables is not None:
-        key = save_weights(ctx, job_id, row_id, checkpoint.to_bytes(Spec.from_dict(spec), report.result.variables))
+    if outcome.result.variables is not None:
+        key = save_weights(ctx, job_id, row_id, checkpoint.to_bytes(Spec.from_dict(spec), outcome.result.variables))
     with session_scope(ctx.factory) as session:
         row = session.scalars(select(TrialTask).where(TrialTask.id == row_id).with_for_update()).first()
         if row is None or row.state is not TrialState.RUNNING:  # its search gave up on it meanwhile
             if key is not None:
                 ctx.blobs.delete(key)
             return "dropped"
-        row.state, row.report, row.weights_key, row.finished_at = TrialState.DONE, report.to_dict(), key, utcnow()
-    return report.result.status
+        row.state, row.outcome, row.weights_key, row.finished_at = TrialState.DONE, outcome.to_dict(), key, utcnow()
+    return outcome.result.status

@@ -2,7 +2,7 @@
 
 Writes to DIR the model package (as the API's native download, unzipped), `search_log.jsonl`, `pareto.json`
 and `metrics.json`; and, when compression delivered one, the compressed model's package in DIR/compressed/
-(`model.nsz`, `model.onnx`, its before / after report in `metrics.json`). `netsynth` (api/cli.py) hands this
+(`model.nsz`, `model.onnx`, its before / after figures in `metrics.json`). `netsynth` (api/cli.py) hands this
 command over by name, so the API never imports it.
 """
 
@@ -30,7 +30,7 @@ _RESIZE = re.compile(r"^(\d{1,4})x(\d{1,4})$")
 
 
 class ProgressBar:
-    """A `synthesis.progress.Reporter` drawn with rich on stderr: the stage, the share of the budget spent, the time
+    """A `synthesis.progress.Monitor` drawn with rich on stderr: the stage, the share of the budget spent, the time
     elapsed against the budget, the best accuracy and the trials so far. Use it as a context manager."""
 
     def __init__(self, budget_text: str, console: Console | None = None) -> None:

@@ -55,7 +55,7 @@ def synthesize(self: Task[Any, Any], job_id: str) -> str:
 
 @app.task(name=TRIAL, bind=True, acks_late=True, reject_on_worker_lost=True)
 def trial(self: Task[Any, Any], trial_task_id: str) -> str:
-    """Train one search trial for a job whose search runs on another worker; its report goes to the database."""
+    """Train one search trial for a job whose search runs on another worker; its outcome goes to the database."""
     from workers.subtask import run_trial_task
 
     if (row_id := _uuid(trial_task_id, "trial")) is None:

@@ -29,8 +29,8 @@ from api.upload import read_body, read_form, read_json
 from domain.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, Unavailable
 from domain.ingest import Limits, decode_image
 from domain.package import image_shape, resize_policy
-from store.explanations import OVERLAY, PENDING, create_explanation, fail_explanation, find_explanation, image, state
-from store.models import Job, Report, TrainedModel
+from store.explanations import PENDING, create_explanation, fail_explanation, find_explanation
+from store.models import ExplanationRequest, ExplanationState, Job, TrainedModel
 
 router = model_router()
 
@@ -100,7 +100,7 @@ def read_explanation(model: OwnedModel, explanation_id: uuid.UUID, session: Sess
     """An explanation request: 202 while queued or running; 200 once done (the attribution, and for an image the
     URL of its overlay) or failed (why)."""
     found = _explanation(session, model, explanation_id)
-    if state(found) in PENDING:
+    if found.state in PENDING:
         response.status_code = 202
     return _out(found, request)
 
@@ -112,28 +112,26 @@ def read_explanation(model: OwnedModel, explanation_id: uuid.UUID, session: Sess
 })
 def explanation_overlay(model: OwnedModel, explanation_id: uuid.UUID, session: SessionDep) -> Response:
     """The PNG overlay of an explained image."""
-    found = image(_explanation(session, model, explanation_id), OVERLAY)
-    if found is None:
+    overlay = _explanation(session, model, explanation_id).overlay
+    if overlay is None:
         raise NotFound(f"explanation {explanation_id} has no overlay", reason="image-absent")
-    return Response(bytes(found.data), media_type="image/png")
+    return Response(bytes(overlay), media_type="image/png")
 
 
-def _explanation(session: Session, model: TrainedModel, explanation_id: uuid.UUID) -> Report:
+def _explanation(session: Session, model: TrainedModel, explanation_id: uuid.UUID) -> ExplanationRequest:
     found = find_explanation(session, explanation_id, model.id)
     if found is None:
         raise NotFound(f"model {model.id} has no explanation {explanation_id}", reason="explanation-absent")
     return found
 
 
-def _out(row: Report, request: Request) -> ExplanationOut:
-    content = row.content
-    assert row.model_id is not None  # an explanation is always of a model
+def _out(row: ExplanationRequest, request: Request) -> ExplanationOut:
     ids = {"model_id": str(row.model_id), "explanation_id": str(row.id)}
+    drawn = row.state is ExplanationState.DONE and row.overlay is not None  # only an answer has an overlay to load
     return ExplanationOut(
-        id=row.id, model_id=row.model_id, created_at=row.created_at, state=content["state"],
-        method=content["method"], url=request.app.url_path_for("read_explanation", **ids),
-        attribution=content.get("attribution"), reason=content.get("reason"), error=content.get("error"),
-        overlay=request.app.url_path_for("explanation_overlay", **ids) if content.get("overlay") else None)
+        id=row.id, model_id=row.model_id, created_at=row.created_at, state=row.state.value, method=row.method,
+        url=request.app.url_path_for("read_explanation", **ids), attribution=row.attribution, reason=row.reason,
+        error=row.error, overlay=request.app.url_path_for("explanation_overlay", **ids) if drawn else None)
 
 
 async def _input(request: Request) -> _Input:

@@ -71,7 +71,7 @@ OwnedModel = Annotated[TrainedModel, Depends(owned_model)]
 @router.get("/{model_id}")
 def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
     """Describe a trained model: variant, classes, metrics, size, the input it takes, its layers and, for a
-    compressed model, the compression's before / after report."""
+    compressed model, the compression's before / after figures."""
     job = session.get_one(Job, model.job_id)
     return ModelOut(
         id=model.id, job_id=model.job_id, dataset_id=job.dataset_id, variant=model.variant,
@@ -84,7 +84,7 @@ def read_model(model: OwnedModel, session: SessionDep) -> ModelOut:
 
 COMPRESSION_KEYS = ("tolerance", "val_accuracy_before", "val_accuracy_after", "ratio", "before", "after", "bits",
                     "kept_fraction", "stop_reason")
-"""The keys of a compressed model's metrics that make its before / after report."""
+"""The keys of a compressed model's metrics that make its before / after figures."""
 
 
 def _compression(model: TrainedModel) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from sqlalchemy import select
 from api.deps import CurrentUser, SessionDep
 from api.openapi import ProblemRoute, problems
 from api.routes.jobs import NO_JOB, owned_job
-from store.models import Candidate, Report
+from store.models import Candidate, SearchResult
 
 router = APIRouter(route_class=ProblemRoute, prefix="/jobs", tags=["jobs"])
 
@@ -41,6 +41,5 @@ def list_candidates(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -
 def read_pareto(job_id: uuid.UUID, user: CurrentUser, session: SessionDep) -> list[dict[str, Any]]:
     """The Pareto front of accuracy against parameters and latency over the job's candidates (and its model)."""
     job = owned_job(session, user, job_id)
-    report = session.scalars(select(Report).where(Report.job_id == job.id, Report.kind == "pareto")).first()
-    points: list[dict[str, Any]] = report.content.get("points", []) if report is not None else []
-    return points
+    found = session.scalars(select(SearchResult).where(SearchResult.job_id == job.id)).first()
+    return list(found.pareto) if found is not None else []

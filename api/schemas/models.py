@@ -56,7 +56,7 @@ class ModelOut(BaseModel):
         default=None, description="The network's layers with their output shapes, as the engine computed them when "
         "it trained the model; null for a model saved before netsynth recorded them.")
     compression: dict[str, Any] | None = Field(
-        default=None, description="A compressed model's before / after report: tolerance, validation accuracy "
+        default=None, description="A compressed model's before / after figures: tolerance, validation accuracy "
         "before and after, ratio, and for both the dense and the compressed network parameters, non-zeros, bytes "
         "(dense float32, compressed, ONNX and its gzip), multiply-adds, measured latency and accuracy; null for a "
         "dense model.")

@@ -95,5 +95,5 @@ def choose_buckets(ctx: Context, state: State, slack: float) -> State | None:
     scored = bucketed(choice)
     start = with_params(scored, compressed_start(scored["params"], reparam))
     verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
-    ctx.reporter.event("compress_buckets", {"k": choice})
+    ctx.monitor.event("compress_buckets", {"k": choice})
     return ctx.state(state.spec, start, reparam)

@@ -148,5 +148,5 @@ def prune_round(ctx: Context, state: State, slack: float) -> State | None:
     scored = pruned(changed)
     start = with_params(scored, compressed_start(state.variables["params"], reparam))
     verify_same_outputs(ctx, (state.spec, scored), (state.spec, start))
-    ctx.reporter.event("compress_prune", {"incoming": changed})
+    ctx.monitor.event("compress_prune", {"incoming": changed})
     return ctx.state(state.spec, start, reparam)

@@ -19,7 +19,7 @@ from core.spec import Spec
 from core.train_config import TrainConfig
 from synthesis.budget import Budget
 from synthesis.compress.choose import milder, per_layer
-from synthesis.progress import NullReporter, Reporter
+from synthesis.progress import Monitor, NullMonitor
 
 T = TypeVar("T")
 
@@ -107,12 +107,12 @@ class State:
 
 
 class Context:
-    """The data, budget, options and reporter of one compression run, and its cache of compiled models."""
+    """The data, budget, options and monitor of one compression run, and its cache of compiled models."""
 
     def __init__(self, data: Dataset, budget: Budget, options: Options, config: TrainConfig,
-                 reporter: Reporter | None = None, seed: int = 0) -> None:
+                 monitor: Monitor | None = None, seed: int = 0) -> None:
         self.data, self.budget, self.options, self.config = data, budget, options, config
-        self.reporter: Reporter = reporter or NullReporter()
+        self.monitor: Monitor = monitor or NullMonitor()
         self.seed = seed
         n = min(len(data.x_val), options.probe_rows // 2)
         order = np.random.default_rng(seed).permutation(len(data.x_train))
@@ -180,8 +180,8 @@ class Context:
         return self.budget.used() >= self.until
 
     def tick(self) -> None:
-        """Report progress (the reporter may raise ``Cancelled`` or ``Stopped`` here)."""
-        self.reporter.progress(min(self.budget.used(), 1.0), {})
+        """Tell the monitor the progress (it may raise ``Cancelled`` or ``Stopped`` here)."""
+        self.monitor.progress(min(self.budget.used(), 1.0), {})
 
     def state(self, spec: Spec, variables: dict[str, Any], reparam: Reparam) -> State:
         """A :class:`State` with its validation accuracy and loss measured."""

@@ -18,6 +18,7 @@ from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, Options, State
+from synthesis.compress.figures import dense_bytes, figures
 from synthesis.compress.posttraining import (
     BOUNDS,
     Sharing,
@@ -25,21 +26,20 @@ from synthesis.compress.posttraining import (
     share_and_retrain,
     share_without_retraining,
 )
-from synthesis.compress.report import dense_bytes, figures
 from synthesis.compress.retrain import warm_up
 from synthesis.compress.stages import bucket_stage, connection_stage, filter_stage
-from synthesis.progress import Cancelled, Reporter
+from synthesis.progress import Cancelled, Monitor
 
 
 @dataclass(frozen=True)
 class Compressed:
     """A compressed network: its (smaller) spec, dense-equivalent variables (pruned entries exactly zero, shared
     weights at their codebook values), the masks and codebooks as a :class:`Reparam`, the packed artifact
-    (:mod:`core.artifact`; its length is the model's bytes), the verified ONNX export, the before / after report
+    (:mod:`core.artifact`; its length is the model's bytes), the verified ONNX export, the before / after figures
     and why it stopped (``completed`` or ``cancelled``).
 
-    ``report`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``val_loss_before`` / ``_after``,
-    ``ratio``, ``before`` / ``after`` (:func:`synthesis.compress.report.figures` on the validation rows), ``bits``
+    ``figures`` keys: ``tolerance``, ``val_accuracy_before`` / ``_after``, ``val_loss_before`` / ``_after``,
+    ``ratio``, ``before`` / ``after`` (:func:`synthesis.compress.figures.figures` on the validation rows), ``bits``
     (k per shared layer), ``kept_fraction`` (per masked layer), ``stop_reason``, ``epochs_used`` (retraining
     epochs, for an epoch budget's accounting) and ``seconds``. All JSON-serialisable."""
 
@@ -48,13 +48,13 @@ class Compressed:
     reparam: Reparam
     artifact: bytes
     onnx: bytes
-    report: dict[str, Any]
+    figures: dict[str, Any]
     stop_reason: str
 
     @property
     def ratio(self) -> float:
         """Dense float32 bytes of the original network over the artifact's bytes."""
-        return float(self.report["ratio"])
+        return float(self.figures["ratio"])
 
 
 RETRAINED_SHARE = 0.25
@@ -82,7 +82,7 @@ about 12 of its 17.6 s, no time to try a single sharing bound (1.1x, where half 
 
 def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance: float = DEFAULT_TOLERANCE,
              seconds: float | None = None, epochs: int | None = None, seed: int = 0,
-             reporter: Reporter | None = None, options: Options | None = None,
+             monitor: Monitor | None = None, options: Options | None = None,
              config: TrainConfig | None = None, clock: Callable[[], float] = time.monotonic) -> Compressed:
     """Compress a trained network (NeuNetS' fine-grained synthesis; Han et al.'s Deep Compression, 2016).
 
@@ -97,14 +97,14 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
     hyper-parameters (the learning rate is scaled by ``options.lr_scale``). With ``options.post_training``, the
     weights are first shared without retraining (:mod:`synthesis.compress.posttraining`; with ``seconds``, then a
     retrained sharing, and the stages only with :data:`STAGE_ROOM`), and the smaller of that network and the
-    stages' ships. A ``Cancelled`` raised by ``reporter`` ends the run with the best accepted network so far;
+    stages' ships. A ``Cancelled`` raised by ``monitor`` ends the run with the best accepted network so far;
     ``Stopped`` propagates.
     """
     options = options or Options()
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     began = clock()
-    ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), reporter, seed)
+    ctx = Context(data, Budget(seconds, epochs, clock=clock), options, config or TrainConfig(), monitor, seed)
     start = ctx.original = ctx.state(spec, variables, Reparam())
     measuring = clock()
     before = figures(spec, variables, None, start.accuracy, data.x_val)[0]
@@ -113,7 +113,7 @@ def compress(spec: Spec, variables: dict[str, Any], data: Dataset, *, tolerance:
         left = seconds - (now - began) - (now - measuring) * MEASURE_MARGIN
         ctx.budget = Budget(max(left, 1e-3), clock=clock)
     ctx.dense_bytes = dense_bytes(spec)
-    ctx.reporter.stage("compressing")
+    ctx.monitor.stage("compressing")
     best, stop_reason = start, "completed"
     enabled = [(s, share) for s, share, on in zip((filter_stage, connection_stage, bucket_stage), options.shares,
                                                    (options.filters, options.connections, options.buckets),
@@ -166,15 +166,15 @@ def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance:
     packed = ctx.packed(best)
     check_round_trip(packed, best)
     after, delivered = figures(best.spec, best.variables, best.reparam, best.accuracy, ctx.data.x_val, packed)
-    report = {"tolerance": tolerance, "val_accuracy_before": start.accuracy, "val_accuracy_after": best.accuracy,
+    measured = {"tolerance": tolerance, "val_accuracy_before": start.accuracy, "val_accuracy_after": best.accuracy,
               "val_loss_before": start.loss, "val_loss_after": best.loss,
               "ratio": before["dense_bytes"] / after["compressed_bytes"], "before": before, "after": after,
               "bits": {p: int(k) for p, k in best.reparam.sizes.items()},
               "kept_fraction": {p: float(np.mean(np.asarray(m) != 0)) for p, m in best.reparam.masks.items()},
               "stop_reason": stop_reason, "epochs_used": ctx.budget.epochs_used,
               "seconds": round(took(), 3)}
-    ctx.reporter.event("compressed", {k: report[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
-    return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, report, stop_reason)
+    ctx.monitor.event("compressed", {k: measured[k] for k in ("ratio", "val_accuracy_before", "val_accuracy_after")})
+    return Compressed(best.spec, best.variables, best.reparam, packed, delivered.onnx, measured, stop_reason)
 
 
 def check_round_trip(packed: bytes, state: State) -> None:

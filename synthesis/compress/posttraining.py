@@ -162,10 +162,10 @@ class Sharing:
         return got is not None and (got[0] >= accuracy - (self.state.accuracy - ctx.floor)
                                     and (ceiling is None or not got[1] > ceiling))
 
-    def report(self, shared: State, kept: bool, i: int, stage: str) -> None:
+    def log_round(self, shared: State, kept: bool, i: int, stage: str) -> None:
         """A ``compress_round`` event for the network of bound ``i``."""
         ctx = self.ctx
-        ctx.reporter.event("compress_round", {
+        ctx.monitor.event("compress_round", {
             "stage": stage, "kept": kept, "val_accuracy": shared.accuracy, "floor": ctx.floor,
             "val_loss": shared.loss, "ceiling": ctx.ceiling, "bound": BOUNDS[i],
             "k": {p: int(shared.reparam.sizes[p]) for p in self.options if p in shared.reparam.sizes}})
@@ -180,7 +180,7 @@ def share_without_retraining(ctx: Context, sharing: Sharing) -> tuple[State, int
         shared = sharing.at(i)
         kept = shared is not None and ctx.within(shared)
         if shared is not None:
-            sharing.report(shared, kept, i, "shared")
+            sharing.log_round(shared, kept, i, "shared")
         return kept
 
     screening = len(ctx.data.y_val) > 2 * SCREEN_ROWS
@@ -235,7 +235,7 @@ def share_and_retrain(ctx: Context, sharing: Sharing, after: int, share: float) 
         began = ctx.budget.used()
         trained = retrain(ctx, started(ctx, shared), share, "shared", ROUND_EPOCHS)
         kept = ctx.within(trained)
-        sharing.report(trained, kept, i, "shared-retrained")
+        sharing.log_round(trained, kept, i, "shared-retrained")
         if kept:
             best, kept_at, i, took = trained, i, i + STEP, 0.0
         else:  # one try halfway back (not finer: retraining costs more than the bytes it could still save)

@@ -83,9 +83,9 @@ def retrain(ctx: Context, state: State, share: float, stage: str, max_epochs: in
         # planned a 300 s MNIST job's second retraining to two epochs, and the deadline cut the second
         ctx.train_row_s = result.elapsed_s / (result.steps * config.batch_size)
     trained = ctx.state(state.spec, result.variables, r)
-    ctx.reporter.event("compress_retrain", {"stage": stage, "epochs": len(result.history),
-                                            "stop_reason": result.stop_reason, "val_accuracy": trained.accuracy,
-                                            "start_accuracy": state.accuracy if state.measured else None})
+    ctx.monitor.event("compress_retrain", {"stage": stage, "epochs": len(result.history),
+                                           "stop_reason": result.stop_reason, "val_accuracy": trained.accuracy,
+                                           "start_accuracy": state.accuracy if state.measured else None})
     return trained if not state.measured or trained.accuracy >= state.accuracy else state
 
 

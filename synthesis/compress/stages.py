@@ -29,10 +29,10 @@ def _rounds(ctx: Context, state: State, stage: str, slack: float, share: float,
             break
         trained = _retrained(ctx, candidate, share / max(rounds, 1), stage)
         kept = ctx.within(trained)
-        ctx.reporter.event("compress_round", {"stage": stage, "kept": kept, "val_accuracy": trained.accuracy,
-                                              "floor": ctx.floor, "val_loss": trained.loss,
-                                              "ceiling": ctx.ceiling,
-                                              "slack": slack})
+        ctx.monitor.event("compress_round", {"stage": stage, "kept": kept, "val_accuracy": trained.accuracy,
+                                             "floor": ctx.floor, "val_loss": trained.loss,
+                                             "ceiling": ctx.ceiling,
+                                             "slack": slack})
         if kept:
             state, ctx.rejected = trained, None
             if once or ctx.enough(state):
@@ -54,7 +54,7 @@ def _filters(ctx: Context, state: State, slack: float) -> State | None:
     candidate, removed = select_filters(ctx, state, slack)
     if not removed:
         return None
-    ctx.reporter.event("compress_filters", {"removed": {n: len(u) for n, u in removed.items()}})
+    ctx.monitor.event("compress_filters", {"removed": {n: len(u) for n, u in removed.items()}})
     return candidate
 
 

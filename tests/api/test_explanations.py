@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker, undefer
 
 from api.app import create_app
 from api.routes.explanations import MAX_EXPLAIN_BYTES
@@ -21,12 +21,12 @@ from infra.broker import EXPLAIN, filesystem_dir
 from infra.settings import Settings
 from store.apikeys import create_api_key
 from store.db import session_scope
-from store.explanations import INPUT, fail_explanation, finish_explanation, image
-from store.models import Job, Report, TrainedModel, User
+from store.explanations import fail_explanation, finish_explanation
+from store.models import ExplanationRequest, Job, TrainedModel, User
 from synthesis.explain import METHODS
 from tests.api.conftest import Account, assert_problem
 from tests.datasets import png_bytes
-from tests.store.factories import make_model
+from tests.store.factories import explanation_content, make_model
 
 pytestmark = pytest.mark.anyio
 
@@ -50,9 +50,10 @@ def _messages(settings: Settings) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(folder.resolve().glob("*.msg"))]
 
 
-def _rows(factory: sessionmaker[Session]) -> list[Report]:
+def _rows(factory: sessionmaker[Session]) -> list[ExplanationRequest]:
     with factory() as s:
-        return list(s.scalars(select(Report).where(Report.kind == "explanation")))
+        return list(s.scalars(select(ExplanationRequest).options(undefer(ExplanationRequest.image),
+                                                                 undefer(ExplanationRequest.overlay))))
 
 
 def test_the_apis_method_table_is_the_engines() -> None:
@@ -75,7 +76,7 @@ async def test_a_text_is_queued_sent_by_name_and_polled_until_answered(
     assert message["headers"]["argsrepr"] == repr([body["id"]])
     assert message["properties"]["delivery_info"]["routing_key"] == settings.default_queue
     [row] = _rows(factory)
-    assert row.content == {"state": "queued", "method": "occlusion", "input": "0", "text": "a good film"}
+    assert explanation_content(row) == {"state": "queued", "method": "occlusion", "input": "0", "text": "a good film"}
 
     r = await client.get(poll, headers=account.auth)
     assert r.status_code == 202 and r.json()["state"] == "queued"
@@ -99,8 +100,8 @@ async def test_an_image_is_kept_as_uploaded_and_its_overlay_served_once_done(
     assert r.status_code == 202, r.text
     body = r.json()
     with session_scope(factory) as s:
-        row = s.get_one(Report, uuid.UUID(body["id"]))
-        assert row.content["input"] == "cat.png" and image(row, INPUT).data == PNG  # type: ignore[union-attr]
+        row = s.get_one(ExplanationRequest, uuid.UUID(body["id"]))
+        assert row.input == "cat.png" and row.image == PNG
         assert finish_explanation(s, row.id, {"input": "cat.png", "map": [[1.0] * 8] * 8}, b"\x89PNG overlay")
     done = (await client.get(body["url"], headers=account.auth)).json()
     assert done["state"] == "done" and done["overlay"] == f"{body['url']}/overlay.png"
@@ -178,7 +179,7 @@ async def test_an_unreachable_broker_is_503_and_the_request_fails_instead_of_sta
     app.state.engine.dispose()
     assert assert_problem(r, 503)["type"] == "urn:netsynth:problem:unavailable"
     [row] = _rows(factory)
-    assert (row.content["state"], row.content["reason"]) == ("failed", "broker-unavailable")
+    assert (row.state, row.reason) == ("failed", "broker-unavailable")
 
 
 async def test_another_users_model_and_explanations_answer_like_missing_ones(

@@ -2,7 +2,7 @@
 
 Each operation gets positive and negative generated cases with the caller's API key, half of them on resources
 the caller owns (ready text and image datasets with their files, a finished job with events, candidates and a
-Pareto report, a text and an image model with real, tiny ONNX graphs, the text model's explainability report, an
+Pareto front, a text and an image model with real, tiny ONNX graphs, the text model's explainability report, an
 answered explanation of the image model, a second API key to delete, and the caller's key to sign in with), fewer
 cases signed in with a session cookie and its CSRF token (a fresh session each, as a case may sign out), and a few
 cases without either; the rate limit is raised past what the fuzzer sends. Cookies a response sets are dropped
@@ -66,7 +66,7 @@ from store.models import (
     Job,
     JobState,
     Modality,
-    Report,
+    SearchResult,
     TrainedModel,
     User,
 )
@@ -195,7 +195,7 @@ def _seed(factory: sessionmaker[Session], owner: User, blobs: FileBlobStore) -> 
         models = [_model(done, "dense", "text"), _model(done, "compressed", "image")]
         s.add_all([*models, Candidate(job_id=done.id, genome={"name": "c0"}, metrics={"val_accuracy": 0.5},
                                       cost={"index": 0, "params": 2}),
-                   Report(job_id=done.id, kind="pareto", content={"points": [{"params": 2, "accuracy": 0.5}]})])
+                   SearchResult(job_id=done.id, summary={}, pareto=[{"params": 2, "accuracy": 0.5}])])
         s.flush()
         save_report(s, done.id, models[0].id, {"version": 1, "images": ["confusion.png"]},
                     {"confusion.png": b"\x89PNG"}, "<!doctype html><p>report</p>")

@@ -9,7 +9,17 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
 from store.jobs import transition
-from store.models import BudgetTier, Dataset, DatasetStatus, Job, JobState, Modality, TrainedModel, User
+from store.models import (
+    BudgetTier,
+    Dataset,
+    DatasetStatus,
+    ExplanationRequest,
+    Job,
+    JobState,
+    Modality,
+    TrainedModel,
+    User,
+)
 
 
 def make_user(session: Session, email: str | None = None) -> User:
@@ -73,3 +83,14 @@ def make_model(session: Session, owner: User | None = None, **fields: Any) -> Tr
     session.add(model)
     session.flush()
     return model
+
+
+def explanation_content(row: ExplanationRequest) -> dict[str, Any]:
+    """An explanation request as the JSON `reports.content` held before requests had their own table (migration
+    0009): state, method and input, and whichever of text, attribution, overlay, reason and error it has."""
+    content: dict[str, Any] = {"state": row.state.value, "method": row.method, "input": row.input}
+    answers = {"text": row.text, "attribution": row.attribution, "reason": row.reason, "error": row.error}
+    content.update({k: v for k, v in answers.items() if v is not None})
+    if row.overlay is not None:
+        content["overlay"] = "overlay.png"
+    return content

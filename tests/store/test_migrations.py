@@ -14,6 +14,7 @@ from store.db import make_engine
 from store.migrate import downgrade, upgrade
 
 TABLES = {"users", "api_keys", "datasets", "jobs", "job_events", "candidates", "models", "reports", "report_images",
+          "explanation_requests", "search_results",
           "trial_tasks", "web_sessions"}
 
 

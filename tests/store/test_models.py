@@ -63,7 +63,7 @@ def test_candidate_model_and_report_with_bytes(factory: sessionmaker[Session]) -
                              metrics={"accuracy": 0.93}, param_count=1234, weights_bytes=len(weights))
         s.add(model)
         s.flush()
-        report = Report(job_id=job.id, model_id=model.id, kind="evaluation", content={"confusion": [[1, 0], [0, 1]]})
+        report = Report(job_id=job.id, model_id=model.id, content={"confusion": [[1, 0], [0, 1]]})
         report.images.append(ReportImage(name="confusion.png", data=png))
         s.add(report)
         s.flush()

@@ -6,23 +6,18 @@ import json
 import uuid
 
 import pytest
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
 from store.explanations import (
-    INPUT,
-    OVERLAY,
     ExplanationState,
     create_explanation,
     fail_explanation,
     find_explanation,
     finish_explanation,
-    image,
     start_explanation,
-    state,
 )
-from store.models import Report, ReportImage, TrainedModel
+from store.models import ExplanationRequest, ReportImage, SearchResult, TrainedModel
 from store.reports import (
     HTML,
     NAME_LENGTH,
@@ -34,7 +29,7 @@ from store.reports import (
     report_files,
     save_report,
 )
-from tests.store.factories import make_model
+from tests.store.factories import explanation_content, make_model
 
 CONTENT = {"version": 1, "variant": "dense", "classes": ["a", "b"], "suspect_labels": [{"row": 3, "score": 0.5}],
            "images": ["confusion.png", "row3_gradcam.png"]}
@@ -52,7 +47,7 @@ def test_a_saved_report_reads_back_whole(factory: sessionmaker[Session]) -> None
         save_report(s, model.job_id, model.id, CONTENT, IMAGES, PAGE)
     with factory() as s:
         report = find_report(s, model.id)
-        assert report is not None and report.kind == "explainability" and report.content == CONTENT
+        assert report is not None and report.content == CONTENT
         assert image_names(s, report) == sorted(IMAGES)
         confusion = report_file(s, report, "confusion.png")
         assert confusion is not None and (confusion.media_type, confusion.data) == (PNG, IMAGES["confusion.png"])
@@ -67,7 +62,7 @@ def test_a_saved_report_reads_back_whole(factory: sessionmaker[Session]) -> None
 def test_a_model_without_a_report_has_none(factory: sessionmaker[Session]) -> None:
     with session_scope(factory) as s:
         model = _model(s)
-        s.add(Report(job_id=model.job_id, model_id=model.id, kind="pareto", content={"points": []}))
+        s.add(SearchResult(job_id=model.job_id, summary={}, pareto=[]))
     with factory() as s:
         assert find_report(s, model.id) is None
         assert report_files(s, model.id) == {}
@@ -96,10 +91,9 @@ def test_an_explained_image_goes_queued_running_done_once(factory: sessionmaker[
         asked = create_explanation(s, model, "gradcam", image=b"\x89PNG-input", name="cat.png")
     with session_scope(factory) as s:
         row = find_explanation(s, asked.id, model.id)
-        assert row is not None and state(row) is ExplanationState.QUEUED
-        assert row.content == {"state": "queued", "method": "gradcam", "input": "cat.png"}
-        uploaded = image(row, INPUT)
-        assert uploaded is not None and uploaded.data == b"\x89PNG-input"
+        assert row is not None and row.state is ExplanationState.QUEUED
+        assert explanation_content(row) == {"state": "queued", "method": "gradcam", "input": "cat.png"}
+        assert row.image == b"\x89PNG-input"
         assert find_explanation(s, asked.id, uuid.uuid4()) is None  # another model's id
         assert start_explanation(s, asked.id) is not None
     with session_scope(factory) as s:  # a worker that died left it running: a redelivered task runs it again
@@ -110,13 +104,12 @@ def test_an_explained_image_goes_queued_running_done_once(factory: sessionmaker[
         assert not finish_explanation(s, asked.id, {"label": "dog"}, b"other")
         assert not fail_explanation(s, asked.id, "invalid-input", "late")
     with factory() as s:
-        row = s.get_one(Report, asked.id)
-        assert row.content["state"] == "done" and row.content["attribution"] == {"label": "cat", "map": [[0.5]]}
-        assert row.content["overlay"] == OVERLAY
-        overlay = image(row, OVERLAY)
-        assert overlay is not None and overlay.data == b"\x89PNG-overlay"
-        assert s.scalar(select(func.count()).select_from(ReportImage)
-                        .where(ReportImage.report_id == asked.id)) == 2
+        row = s.get_one(ExplanationRequest, asked.id)
+        content = explanation_content(row)
+        assert content["state"] == "done" and content["attribution"] == {"label": "cat", "map": [[0.5]]}
+        assert content["overlay"] == "overlay.png"
+        assert row.overlay == b"\x89PNG-overlay"
+        assert (row.image, row.overlay) == (b"\x89PNG-input", b"\x89PNG-overlay")  # the upload, and one overlay
 
 
 def test_a_failed_text_explanation_keeps_its_reason(factory: sessionmaker[Session]) -> None:
@@ -126,10 +119,11 @@ def test_a_failed_text_explanation_keeps_its_reason(factory: sessionmaker[Sessio
     with session_scope(factory) as s:
         assert fail_explanation(s, asked.id, "invalid-input", "no words")
     with factory() as s:
-        row = s.get_one(Report, asked.id)
-        assert row.content == {"state": "failed", "method": "occlusion", "input": "0", "text": "a good film",
-                               "reason": "invalid-input", "error": "no words"}
-        assert row.images == [] and find_report(s, model.id) is None  # an explanation is not the model's report
+        row = s.get_one(ExplanationRequest, asked.id)
+        assert explanation_content(row) == {"state": "failed", "method": "occlusion", "input": "0",
+                                            "text": "a good film", "reason": "invalid-input", "error": "no words"}
+        assert row.image is None and row.overlay is None
+        assert find_report(s, model.id) is None  # an explanation is not the model's report
 
 
 def test_an_explanation_explains_one_input(factory: sessionmaker[Session]) -> None:

@@ -1,4 +1,4 @@
-"""A small trained network on scikit-learn's digits for the compression tests, and a reporter that records."""
+"""A small trained network on scikit-learn's digits for the compression tests, and a monitor that records."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def trained() -> tuple[Spec, dict[str, Any]]:
 
 
 class Recorder:
-    """Keeps every event; raises ``error`` at the ``fail_at``-th progress report."""
+    """Keeps every event; raises ``error`` at the ``fail_at``-th progress call."""
 
     def __init__(self, fail_at: int = 0, error: Exception | None = None) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -68,9 +68,9 @@ class Recorder:
         self.events.append((kind, dict(payload)))
 
 
-def context(epochs: int = 6, reporter: Recorder | None = None, **options: Any) -> Context:
+def context(epochs: int = 6, monitor: Recorder | None = None, **options: Any) -> Context:
     return Context(digits(), Budget(epochs=epochs), Options(**options), CONFIG,
-                   reporter or Recorder())
+                   monitor or Recorder())
 
 
 def start(ctx: Context, spec: Spec | None = None, variables: dict[str, Any] | None = None) -> State:

@@ -1,13 +1,13 @@
-"""A reporter that records every event, for tests of what the engine and the search report."""
+"""A monitor that records every event, for tests of what the engine and the search report."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from synthesis.progress import NullReporter
+from synthesis.progress import NullMonitor
 
 
-class Events(NullReporter):
+class Events(NullMonitor):
     """Every event reported, in order, as (kind, payload)."""
 
     def __init__(self) -> None:

@@ -35,7 +35,7 @@ def test_a_budget_is_seconds_or_epochs() -> None:
     with pytest.raises(ValueError):
         Budget(seconds=10, epochs=3)
     with pytest.raises(ValueError):
-        Schedule(search=0.5, final=0.5, reports=0.5)
+        Schedule(search=0.5, final=0.5, delivery=0.5)
 
 
 def test_time_budget_accounting_with_an_injected_clock() -> None:
@@ -61,7 +61,7 @@ def test_epoch_budget_accounting() -> None:
 def test_the_stages_end_in_order_and_leave_delivery_and_the_reports_their_shares() -> None:
     budget = Budget(epochs=100)
     assert budget.search_end() < budget.final_end() < budget.fine_end() == pytest.approx(0.9)
-    assert budget.shares.reports == budget.shares.explain == 0.05
+    assert budget.shares.delivery == budget.shares.explain == 0.05
 
 
 def test_an_unscheduled_budget_gets_the_default_until_the_engine_chooses() -> None:

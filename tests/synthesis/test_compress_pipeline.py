@@ -20,7 +20,7 @@ from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
 from synthesis.compress import Options, compress, grant, pipeline
 from synthesis.compress.context import Context, State
-from synthesis.compress.report import figures
+from synthesis.compress.figures import figures
 from synthesis.compress.retrain import retraining
 from synthesis.progress import Cancelled, Stopped
 from tests.synthesis.compress_setup import CONFIG, Recorder, digits, trained
@@ -30,22 +30,22 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
     spec, variables = trained()
     data = digits()
     recorder = Recorder()
-    c = compress(spec, variables, data, tolerance=0.01, epochs=10, seed=1, reporter=recorder,
+    c = compress(spec, variables, data, tolerance=0.01, epochs=10, seed=1, monitor=recorder,
                  options=Options(prune_rounds=2), config=CONFIG)
     before = evaluate(build(spec), variables, data.x_val, data.y_val)["accuracy"]
     after = evaluate(build(c.spec), c.variables, data.x_val, data.y_val)["accuracy"]
     assert after >= before - 0.01
-    assert c.report["val_accuracy_after"] == pytest.approx(after)
+    assert c.figures["val_accuracy_after"] == pytest.approx(after)
     assert c.stop_reason == "completed" and c.ratio > 1.2
-    assert 1 <= c.report["epochs_used"] <= 10
+    assert 1 <= c.figures["epochs_used"] <= 10
     decoded = artifact.decode(c.artifact)
     for path, leaf in tree.flatten(c.variables["params"]).items():
         assert np.asarray(leaf, np.float32).tobytes() == tree.flatten(decoded.variables["params"])[path].tobytes()
     onnx = OnnxClassifier(c.onnx).predict(data.x_val)
     assert np.mean(onnx == data.y_val) == pytest.approx(after, abs=2 / len(data.y_val))
-    b, a = c.report["before"], c.report["after"]
+    b, a = c.figures["before"], c.figures["after"]
     assert a["nonzeros"] <= b["nonzeros"] and a["compressed_bytes"] == len(c.artifact) < b["compressed_bytes"]
-    assert c.report["ratio"] == pytest.approx(b["dense_bytes"] / a["compressed_bytes"])
+    assert c.figures["ratio"] == pytest.approx(b["dense_bytes"] / a["compressed_bytes"])
     for key in ("params", "macs", "macs_nonzero", "onnx_gzip_bytes", "latency_ms", "accuracy"):
         assert a[key] is not None and b[key] is not None
     assert [k for k, _ in recorder.events if k.startswith("compress")]
@@ -54,11 +54,11 @@ def test_the_compressed_network_honours_the_tolerance_and_packs_exactly() -> Non
 def test_a_cancellation_delivers_the_best_accepted_network_and_stopped_propagates() -> None:
     spec, variables = trained()
     data = digits()
-    cancelled = compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Cancelled()))
+    cancelled = compress(spec, variables, data, epochs=8, monitor=Recorder(fail_at=3, error=Cancelled()))
     assert cancelled.stop_reason == "cancelled"
-    assert cancelled.report["val_accuracy_after"] >= cancelled.report["val_accuracy_before"] - 0.005
+    assert cancelled.figures["val_accuracy_after"] >= cancelled.figures["val_accuracy_before"] - 0.005
     with pytest.raises(Stopped):
-        compress(spec, variables, data, epochs=8, reporter=Recorder(fail_at=3, error=Stopped()),
+        compress(spec, variables, data, epochs=8, monitor=Recorder(fail_at=3, error=Stopped()),
                  options=Options(filters=False))
 
 
@@ -98,7 +98,7 @@ def test_compression_stops_once_the_network_is_compressed_enough() -> None:
     runs = {}
     for enough in (None, 1.3):
         recorder = Recorder()
-        c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+        c = compress(spec, variables, data, tolerance=0.05, epochs=12, seed=1, monitor=recorder,
                      options=Options(prune_rounds=3, enough=enough, post_training=False), config=CONFIG)
         runs[enough] = (c, [kind for kind, _ in recorder.events if kind.startswith("compress_")
                             and kind != "compress_retrain"])
@@ -114,17 +114,17 @@ def test_each_later_stage_keeps_back_its_reserved_share_of_the_tolerance() -> No
     """With reserve r, filter selection may spend 1 - 2r of the tolerance, pruning 1 - r, bucketing all of it."""
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), tolerance=0.05, epochs=12, seed=1, monitor=recorder,
                  options=Options(prune_rounds=2, reserve=0.2, enough=None, loss_rise=None, post_training=False),
                  config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
     assert {p["stage"] for p in rounds} == {"filters", "connections", "buckets"}
-    start = c.report["val_accuracy_before"]
+    start = c.figures["val_accuracy_before"]
     spent = {"filters": 0.6, "connections": 0.8, "buckets": 1.0}
     for p in rounds:
         assert p["floor"] == pytest.approx(start - spent[p["stage"]] * 0.05)
         assert p["kept"] == (p["val_accuracy"] >= p["floor"]) and p["ceiling"] is None
-    assert c.report["val_accuracy_after"] >= start - 0.05
+    assert c.figures["val_accuracy_after"] >= start - 0.05
     for reserve in (0.5, -0.1):
         with pytest.raises(ValueError, match="reserve"):
             Options(reserve=reserve)
@@ -135,15 +135,15 @@ def test_a_network_whose_validation_loss_rose_past_the_limit_is_not_kept() -> No
     accuracy; rounds within the accuracy tolerance are rolled back for their loss alone."""
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), tolerance=0.2, epochs=12, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), tolerance=0.2, epochs=12, seed=1, monitor=recorder,
                  options=Options(prune_rounds=3, enough=None, loss_rise=0.0), config=CONFIG)
     rounds = [p for kind, p in recorder.events if kind == "compress_round"]
-    ceiling = c.report["val_loss_before"]
+    ceiling = c.figures["val_loss_before"]
     assert all(p["ceiling"] == pytest.approx(ceiling) for p in rounds)
     for p in rounds:
         assert p["kept"] == (p["val_accuracy"] >= p["floor"] and p["val_loss"] <= ceiling)
     assert any(p["val_accuracy"] >= p["floor"] and not p["kept"] for p in rounds)  # rolled back for the loss
-    assert c.report["val_loss_after"] <= ceiling
+    assert c.figures["val_loss_after"] <= ceiling
     with pytest.raises(ValueError, match="loss_rise"):
         Options(loss_rise=-0.1)
 
@@ -162,10 +162,10 @@ def test_a_time_budget_keeps_the_measured_cost_of_the_final_measurements(monkeyp
     monkeypatch.setattr(pipeline, "figures", slow_figures)
     spec, variables = trained()
     recorder = Recorder()
-    c = compress(spec, variables, digits(), seconds=seconds, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), seconds=seconds, seed=1, monitor=recorder,
                  options=Options(prune_rounds=1, max_epochs=1), config=CONFIG, clock=lambda: now[0])
     assert any(kind == "compress_retrain" for kind, _ in recorder.events) is retrains
-    assert c.report["before"]["params"] == c.report["after"]["params"] or retrains
+    assert c.figures["before"]["params"] == c.figures["after"]["params"] or retrains
 
 
 @pytest.mark.parametrize(("val_rows", "lost_rows", "loss", "kept"), [

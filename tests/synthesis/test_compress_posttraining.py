@@ -59,7 +59,7 @@ def test_the_host_start_is_what_training_under_the_reparam_starts_from() -> None
 
 def test_sharing_without_retraining_keeps_the_tolerance_and_shrinks_the_artifact() -> None:
     recorder = Recorder()
-    ctx = context(reporter=recorder)
+    ctx = context(monitor=recorder)
     state = start(ctx)
     ctx.floor = state.accuracy - 0.01
     shared, i = share_without_retraining(ctx, Sharing(ctx, state))
@@ -103,7 +103,7 @@ def test_many_validation_rows_are_screened_on_a_few_and_the_bound_found_is_confi
 
 def test_retraining_a_sharing_goes_beyond_what_holds_without_it() -> None:
     recorder = Recorder()
-    ctx = context(epochs=6, reporter=recorder)
+    ctx = context(epochs=6, monitor=recorder)
     state = start(ctx)
     ctx.floor = state.accuracy - 0.01
     sharing = Sharing(ctx, state)
@@ -127,7 +127,7 @@ def test_a_retrained_round_measures_only_the_network_its_retraining_ends_with(
     """The shared network a round starts from is not measured on the validation rows (the retraining measures what
     it ends with): measuring it cost a 120 s MNIST job 1.4 s of its 12 s of compression."""
     recorder = Recorder()
-    ctx = context(epochs=6, reporter=recorder)
+    ctx = context(epochs=6, monitor=recorder)
     state = start(ctx)
     sharing = Sharing(ctx, state)
     measured = ctx.state
@@ -175,12 +175,12 @@ def test_with_no_stage_able_to_retrain_a_shared_network_still_ships() -> None:
     shared = compress(spec, variables, data, tolerance=0.01, epochs=1, config=CONFIG,
                       options=Options(filters=False, connections=False, buckets=False))
     assert plain.ratio < 1.5 < 3 < shared.ratio
-    assert shared.report["val_accuracy_after"] >= shared.report["val_accuracy_before"] - 0.01
-    assert shared.report["bits"]
+    assert shared.figures["val_accuracy_after"] >= shared.figures["val_accuracy_before"] - 0.01
+    assert shared.figures["bits"]
 
 
 class Ticking(Recorder):
-    """A reporter whose every progress report moves a fake clock ``step`` seconds on (scoring a network does)."""
+    """A monitor whose every progress call moves a fake clock ``step`` seconds on (scoring a network does)."""
 
     def __init__(self, now: list[float], step: float) -> None:
         super().__init__()
@@ -199,14 +199,14 @@ def test_a_time_budget_runs_the_stages_only_with_room_for_them(step: float, stag
     spec, variables = trained()
     now = [0.0]
     recorder = Ticking(now, step)
-    c = compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+    c = compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, monitor=recorder,
                  options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
     kinds = {kind for kind, _ in recorder.events}
     stages = {"compress_filters", "compress_prune", "compress_buckets"}
     assert bool(kinds & stages) is stages_run
     retrained = [p for kind, p in recorder.events if kind == "compress_round" and p["stage"] == "shared-retrained"]
     assert retrained  # a time budget retrains a sharing first, whether the stages follow or not
-    assert c.report["val_accuracy_after"] >= c.report["val_accuracy_before"] - 0.01 and c.ratio > 3
+    assert c.figures["val_accuracy_after"] >= c.figures["val_accuracy_before"] - 0.01 and c.ratio > 3
 
 
 def test_waiting_for_the_warm_up_is_not_taken_for_the_sharing_pass(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -222,7 +222,7 @@ def test_waiting_for_the_warm_up_is_not_taken_for_the_sharing_pass(monkeypatch: 
 
     monkeypatch.setattr(pipeline, "warm_up", slow_compilation)
     recorder = Ticking(now, 0.05)
-    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, monitor=recorder,
              options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
     assert {kind for kind, _ in recorder.events} & {"compress_filters", "compress_prune", "compress_buckets"}
 
@@ -240,7 +240,7 @@ def test_with_sharing_held_to_the_largest_bound_a_hurried_budget_goes_to_the_sta
     spec, variables = trained()
     now = [0.0]
     recorder = Ticking(now, 6.0)
-    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, reporter=recorder,
+    compress(spec, variables, digits(), tolerance=0.01, seconds=100.0, seed=1, monitor=recorder,
              options=Options(prune_rounds=1, max_epochs=2), config=CONFIG, clock=lambda: now[0])
     kinds = {kind for kind, _ in recorder.events}
     assert kinds & {"compress_filters", "compress_prune", "compress_buckets"}

@@ -110,7 +110,7 @@ def test_a_retraining_from_an_unmeasured_network_returns_what_it_trained_or_the_
     assert shared is not None and not shared.measured
     trained = retrain(ctx, shared, 0.5, "test", max_epochs=1)
     assert trained.measured and trained.variables is not shared.variables
-    events = [p for kind, p in ctx.reporter.events if kind == "compress_retrain"]  # type: ignore[attr-defined]
+    events = [p for kind, p in ctx.monitor.events if kind == "compress_retrain"]  # type: ignore[attr-defined]
     assert events[-1]["start_accuracy"] is None
     ctx.budget.spend_epochs(2)  # nothing left: the start itself, measured
     kept = retrain(ctx, shared, 0.5, "test", max_epochs=1)

@@ -43,7 +43,7 @@ def test_per_layer_takes_each_layers_furthest_passing_setting_then_backs_off_tog
 
 def test_after_pruning_every_neuron_has_at_most_n_nonzero_inputs() -> None:
     recorder = Recorder()
-    ctx = context(reporter=recorder)
+    ctx = context(monitor=recorder)
     pruned = prune_round(ctx, start(ctx), slack=0.05)
     assert pruned is not None
     (incoming,) = [p["incoming"] for kind, p in recorder.events if kind == "compress_prune"]
@@ -69,7 +69,7 @@ def test_the_pruning_grid_steps_down_gently_to_one_input() -> None:
 
 def test_each_round_is_reported_and_a_missed_one_halves_the_slack_of_the_next() -> None:
     recorder = Recorder()
-    ctx = context(epochs=12, reporter=recorder)
+    ctx = context(epochs=12, monitor=recorder)
     state = start(ctx)
     floors = iter([2.0, 0.0, 0.0, 2.0, 0.0])  # 2.0: no network can keep it; 0.0: every network does
 

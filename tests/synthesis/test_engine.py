@@ -75,7 +75,7 @@ FIGURES = ("params", "nonzeros", "dense_bytes", "compressed_bytes", "onnx_bytes"
 
 
 def _check_compressed(result: Synthesis, x: np.ndarray) -> None:
-    """The compressed variant: its artifact decodes to the network its ONNX export computes, its report has the
+    """The compressed variant: its artifact decodes to the network its ONNX export computes, it has its
     before / after figures, it keeps validation accuracy within the tolerance, and it is on the Pareto front
     (or beaten there on every objective)."""
     c = result.compressed
@@ -85,15 +85,15 @@ def _check_compressed(result: Synthesis, x: np.ndarray) -> None:
     assert c.model.architecture == architecture(decoded.spec)
     proba = predict_proba(build(decoded.spec), decoded.variables, x)
     assert np.max(np.abs(OnnxClassifier(c.model.onnx).predict_proba(x) - proba)) <= 1e-3
-    report = c.report
-    assert all(report[side][k] is not None for side in ("before", "after") for k in FIGURES)
-    assert report["after"]["compressed_bytes"] == len(c.artifact)
-    assert report["val_accuracy_after"] >= report["val_accuracy_before"] - report["tolerance"] - 1e-9
-    assert report["tolerance"] == Options().tolerance and c.model.metrics["test_accuracy"] is not None
+    figures = c.figures
+    assert all(figures[side][k] is not None for side in ("before", "after") for k in FIGURES)
+    assert figures["after"]["compressed_bytes"] == len(c.artifact)
+    assert figures["val_accuracy_after"] >= figures["val_accuracy_before"] - figures["tolerance"] - 1e-9
+    assert figures["tolerance"] == Options().tolerance and c.model.metrics["test_accuracy"] is not None
     assert 0 <= c.model.metrics["test_ece"] <= 1  # the compressed variant's own calibration on the test split
     assert sum(b["count"] for b in c.model.metrics["test_reliability"]) == result.split["test"]
     assert c.model.metrics["candidate"] == result.model.metrics["candidate"]
-    point = {"accuracy": report["val_accuracy_after"], "params": c.model.metrics["nonzero_params"],
+    point = {"accuracy": figures["val_accuracy_after"], "params": c.model.metrics["nonzero_params"],
              "latency_ms": c.model.metrics["latency_ms"]}
     assert (any(p.get("variant") == "compressed" for p in result.pareto)
             or any(dominates(p, point) for p in result.pareto))
@@ -212,7 +212,7 @@ def test_a_network_no_better_than_the_commonest_class_ships_with_a_warning() -> 
 
 
 def test_a_caller_keeping_its_own_test_rows_gets_a_model_and_no_report() -> None:
-    """``test_fraction`` 0 (the benchmarks keep their own test rows): the explanation report, which is of the test
+    """``test_fraction`` 0 (the benchmarks keep their own test rows): the explainability report, which is of the test
     rows, is left out rather than failing the job after its model was trained."""
     rng = np.random.default_rng(0)
     y = np.arange(120) % 2

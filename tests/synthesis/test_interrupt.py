@@ -18,7 +18,7 @@ from tests.synthesis.events import Events
 
 class Interrupting(Events):
     """Records events; raises `stop` at the first report `when` accepts — a report is ``"stage:NAME"``,
-    ``"event:KIND"`` or ``"progress"`` — and at every report after it, as a cancelled job's reporter does."""
+    ``"event:KIND"`` or ``"progress"`` — and at every report after it, as a cancelled job's monitor does."""
 
     def __init__(self, when: Callable[[str], bool], stop: type[Stopped] = Cancelled) -> None:
         super().__init__()
@@ -54,22 +54,22 @@ def nth(what: str, n: int) -> Callable[[str], bool]:
     return when
 
 
-def _run(task: Task, reporter: Events, compress: bool = False) -> Any:
-    return synthesize(task, Budget(epochs=10), Options(latency=LATENCY, compress=compress), reporter)
+def _run(task: Task, monitor: Events, compress: bool = False) -> Any:
+    return synthesize(task, Budget(epochs=10), Options(latency=LATENCY, compress=compress), monitor)
 
 
 def test_the_search_reports_between_steps_not_only_at_epoch_ends(digits_task: Task) -> None:
-    reporter = Interrupting(lambda _what: False)
-    result = _run(digits_task, reporter)
+    monitor = Interrupting(lambda _what: False)
+    result = _run(digits_task, monitor)
     epochs = sum(len(entry["curve"]) for entry in result.log)
-    assert reporter.progress_calls > 3 * epochs  # an epoch of 338 rows is 6 steps at batch 64
+    assert monitor.progress_calls > 3 * epochs  # an epoch of 338 rows is 6 steps at batch 64
 
 
 def test_a_cancel_before_any_candidate_trained_says_so(digits_task: Task) -> None:
-    reporter = Interrupting(nth("progress", 3))  # within the first trial's first epoch
+    monitor = Interrupting(nth("progress", 3))  # within the first trial's first epoch
     with pytest.raises(Cancelled, match="before any candidate finished training"):
-        _run(digits_task, reporter)
-    assert all(not e["curve"] for e in reporter.of("candidate"))  # no epoch of any candidate ended
+        _run(digits_task, monitor)
+    assert all(not e["curve"] for e in monitor.of("candidate"))  # no epoch of any candidate ended
 
 
 def test_a_time_limit_before_any_candidate_trained_is_not_a_cancellation(digits_task: Task) -> None:
@@ -83,13 +83,13 @@ def test_a_time_limit_before_any_candidate_trained_is_not_a_cancellation(digits_
 ])
 def test_an_interruption_after_the_search_delivers_its_best_network(digits_task: Task, when: str,
                                                                      stop: type[Stopped], reason: str) -> None:
-    reporter = Interrupting(nth(when, 1), stop)
-    result = _run(digits_task, reporter)
+    monitor = Interrupting(nth(when, 1), stop)
+    result = _run(digits_task, monitor)
     assert result.stop_reason == reason and result.model.metrics["search_stop"] == reason
     trained = {e["id"]: max(e["curve"]) for e in result.log if e["curve"]}
     assert result.model.metrics["candidate"] in trained  # its validation accuracy as measured, not extrapolated
     assert result.model.metrics["val_accuracy"] == pytest.approx(trained[result.model.metrics["candidate"]], abs=1e-6)
-    assert not reporter.of("final")  # no final training ran
+    assert not monitor.of("final")  # no final training ran
 
 
 def test_a_cancel_while_delivering_still_delivers_both_variants(digits_task: Task) -> None:
@@ -98,14 +98,14 @@ def test_a_cancel_while_delivering_still_delivers_both_variants(digits_task: Tas
     assert result.model.metrics["test_accuracy"] is not None and result.compressed is not None
 
 
-def test_a_reporter_can_stop_the_search(digits_task: Task) -> None:
+def test_a_monitor_can_stop_the_search(digits_task: Task) -> None:
     with pytest.raises(Stopped):
         _run(digits_task, Interrupting(nth("progress", 3), Stopped))
 
 
 def test_cancelling_still_delivers_the_best_model_so_far(digits_task: Task) -> None:
-    reporter = Interrupting(nth("event:candidate", 2))  # the first trial proposed, then trained
-    result = synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), reporter)
+    monitor = Interrupting(nth("event:candidate", 2))  # the first trial proposed, then trained
+    result = synthesize(digits_task, Budget(epochs=40), Options(latency=LATENCY), monitor)
     assert result.stop_reason == "cancelled"
     assert len(result.log) == 2  # no trial started after the cancellation
     assert result.model.metrics["test_accuracy"] is not None

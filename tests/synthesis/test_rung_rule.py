@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 from core.data import Dataset
 from synthesis.budget import Budget
 from synthesis.curves import DEFAULT_RULE, RULES, best_so_far, last_value, predict_final, rung_score
-from synthesis.progress import NullReporter
+from synthesis.progress import NullMonitor
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel
@@ -52,7 +52,7 @@ def test_the_search_stops_trials_at_a_rung_by_its_rule(digits: tuple[Dataset, An
                                                        continues: bool) -> None:
     data, info = digits
     search = Search(info, data, Budget(epochs=1000), SearchConfig(horizon=27, rung_rule=rule), Constraints(),
-                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullMonitor())
     search.rung_scores[3] = [0.8, 0.85, 0.9]  # three trials already scored at epoch 3
     rising = [0.3, 0.55, 0.75]  # behind them so far, ahead of them extrapolated to epoch 27 (0.96)
     assert search.keep_going(rising) is continues

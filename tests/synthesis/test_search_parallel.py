@@ -12,8 +12,8 @@ import pytest
 
 from core.data import Dataset
 from synthesis.budget import Budget
-from synthesis.executor import TrialReport, TrialRequest, run_request
-from synthesis.progress import NullReporter
+from synthesis.executor import TrialOutcome, TrialRequest, run_request
+from synthesis.progress import NullMonitor
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints
@@ -24,7 +24,7 @@ from tests.synthesis.conftest import LATENCY
 class ScriptedExecutor:
     """Runs nothing: each submitted trial ends at the next poll with a curve that depends on its index only.
 
-    `silent` never reports anything (a queue no worker serves); `best_index` gets a near-perfect curve and
+    `silent` never returns anything (a queue no worker serves); `best_index` gets a near-perfect curve and
     weights that load as a marker."""
 
     local_worker = "coordinator"
@@ -49,20 +49,20 @@ class ScriptedExecutor:
         self.loads += 1
         return {"params": {"marker": np.ones(1)}}
 
-    def poll(self) -> list[TrialReport]:
+    def poll(self) -> list[TrialOutcome]:
         if self.silent:
             return []
-        reports = []
+        outcomes = []
         for request in self.pending:
             best = request.index == self.best_index
             curve = [0.9, 0.99, 1.0] if best else [0.1, 0.2 + 0.01 * (request.index % 7), 0.3]
             result = TrialResult(curve=curve, status="completed", epochs=3, seconds=1.0, best_metric=max(curve),
                                  first_epoch_s=0.5)
-            report = TrialReport(request.index, result, f"remote-{request.index % 2}", {1: curve[0]},
+            outcome = TrialOutcome(request.index, result, f"remote-{request.index % 2}", {1: curve[0]},
                                  self._weights if best else None)
-            reports.append(TrialReport.from_dict(json.loads(json.dumps(report.to_dict())), report.weights))
+            outcomes.append(TrialOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())), outcome.weights))
         self.pending = []
-        return reports
+        return outcomes
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -72,7 +72,7 @@ class ScriptedExecutor:
 def _search(digits: tuple[Dataset, Any], budget: Budget, executor: ScriptedExecutor | None) -> Search:
     data, info = digits
     config = SearchConfig(horizon=4, seed=1)
-    return Search(info, data, budget, config, Constraints(), LATENCY, NullReporter(), executor)
+    return Search(info, data, budget, config, Constraints(), LATENCY, NullMonitor(), executor)
 
 
 def test_until_a_trial_has_trained_a_trial_may_take_all_the_search_has_left(digits: tuple[Dataset, Any]) -> None:
@@ -169,8 +169,8 @@ def test_the_remote_side_checks_its_data_and_its_deadline(digits: tuple[Dataset,
 
 
 def test_a_remote_report_carries_its_compile_seconds_and_older_ones_still_load() -> None:
-    report = TrialReport(3, TrialResult(curve=[0.5], epochs=1, seconds=2.0, compile_seconds=1.5), "remote-0")
-    doc = json.loads(json.dumps(report.to_dict()))
-    assert TrialReport.from_dict(doc).result.compile_seconds == 1.5
-    del doc["compile_seconds"]  # a report written before compile seconds were measured
-    assert TrialReport.from_dict(doc).result.compile_seconds == 0.0
+    outcome = TrialOutcome(3, TrialResult(curve=[0.5], epochs=1, seconds=2.0, compile_seconds=1.5), "remote-0")
+    doc = json.loads(json.dumps(outcome.to_dict()))
+    assert TrialOutcome.from_dict(doc).result.compile_seconds == 1.5
+    del doc["compile_seconds"]  # an outcome written before compile seconds were measured
+    assert TrialOutcome.from_dict(doc).result.compile_seconds == 0.0

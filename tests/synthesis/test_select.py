@@ -13,9 +13,9 @@ from core.evaluation import evaluate
 from core.model import build
 from synthesis import select
 from synthesis.budget import Budget
-from synthesis.executor import TrialReport
+from synthesis.executor import TrialOutcome
 from synthesis.final import ranked
-from synthesis.progress import NullReporter
+from synthesis.progress import NullMonitor
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.space import Constraints, LatencyModel, seeds, to_spec
@@ -92,11 +92,11 @@ def test_a_trial_records_the_validation_loss_of_the_epoch_it_keeps(digits: tuple
     assert kept["accuracy"] == pytest.approx(result.best_metric)
     assert config.label_smoothing > 0
     assert select.excess_loss(kept, config.label_smoothing, 10) == pytest.approx(result.best_loss, rel=1e-4)
-    report = TrialReport(0, result)  # the loss crosses the wire to the coordinator; older reports lack it
-    assert TrialReport.from_dict(json.loads(json.dumps(report.to_dict()))).result.best_loss == result.best_loss
-    doc = report.to_dict()
+    outcome = TrialOutcome(0, result)  # the loss crosses the wire to the coordinator; older outcomes lack it
+    assert TrialOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))).result.best_loss == result.best_loss
+    doc = outcome.to_dict()
     del doc["best_loss"]
-    assert TrialReport.from_dict(doc).result.best_loss is None
+    assert TrialOutcome.from_dict(doc).result.best_loss is None
 
 
 def _trial(index: int, candidate: Any, accuracy: float, loss: float | None, status: str = "completed") -> Trial:
@@ -111,7 +111,7 @@ def test_the_search_keeps_and_ranks_the_weights_that_validate_best_within_the_no
     data, info = digits
     rows = len(data.y_val)
     search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
-                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullMonitor())
     candidate = seeds(info)[0]
     top, surer = _trial(0, candidate, 0.9, 0.30), _trial(1, candidate, 0.9 - 1 / rows, 0.10)
     stopped = _trial(2, candidate, 0.9, 0.05, status="stopped")  # its accuracy an extrapolation: its loss not counted
@@ -131,7 +131,7 @@ def test_the_search_keeps_the_weights_of_its_likely_winner_and_of_its_best_valid
     data, info = digits
     rows = len(data.y_val)
     search = Search(info, data, Budget(epochs=10), SearchConfig(horizon=4), Constraints(),
-                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullReporter())
+                    LatencyModel(ms_per_mmac=0.02, overhead_ms=0.05), NullMonitor())
     candidate = seeds(info)[0]
     halfway = _trial(0, candidate, 0.9, 0.30)
     halfway.predicted = 0.9 + 8 / rows  # its extrapolation: beyond the noise (6.3 rows) of the others' 0.9

@@ -151,7 +151,7 @@ def test_folds_are_skipped_when_their_epochs_do_not_fit_and_without_a_floor_on_t
 
 def test_a_text_job_with_time_for_the_folds_ships_the_folds_networks() -> None:
     events = Events()
-    budget = Budget(epochs=600, schedule=Schedule(search=0.1, fine=0.05, final=0.75, reports=0.05, explain=0.05))
+    budget = Budget(epochs=600, schedule=Schedule(search=0.1, fine=0.05, final=0.75, delivery=0.05, explain=0.05))
     result = synthesize(word_task(n=300, classes=2), budget, Options(seed=0, latency=LATENCY, compress=False), events)
     (done,) = events.of("folds")
     (choice,) = events.of("ensemble")

@@ -12,11 +12,12 @@ from PIL import Image
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
-from store.explanations import OVERLAY, create_explanation, image
-from store.models import Report, TrainedModel
+from store.explanations import create_explanation
+from store.models import ExplanationRequest, TrainedModel
 from tests import nets
 from tests.datasets import png_bytes
 from tests.store.conftest import empty_db_url, engine, factory
+from tests.store.factories import explanation_content
 from workers.attribution import explain, subject_of
 from workers.explanations import run_explanation
 
@@ -44,7 +45,7 @@ def _ask(factory: sessionmaker[Session], net: nets.Net, method: str, **given: ob
 
 def _content(factory: sessionmaker[Session], explanation_id: uuid.UUID) -> dict[str, object]:
     with factory() as s:
-        return dict(s.get_one(Report, explanation_id).content)
+        return explanation_content(s.get_one(ExplanationRequest, explanation_id))
 
 
 def test_a_text_is_explained_once_with_its_model(factory: sessionmaker[Session], text_net: nets.Net) -> None:
@@ -69,9 +70,9 @@ def test_an_image_is_explained_with_an_overlay(factory: sessionmaker[Session], i
     assert attribution["method"] == "gradcam" and attribution["label"] in nets.IMAGE_CLASSES
     assert np.asarray(attribution["map"]).shape == (8, 8)
     with factory() as s:
-        overlay = image(s.get_one(Report, asked), OVERLAY)
+        overlay = s.get_one(ExplanationRequest, asked).overlay
         assert overlay is not None
-        assert Image.open(io.BytesIO(overlay.data)).format == "PNG"
+        assert Image.open(io.BytesIO(overlay)).format == "PNG"
 
 
 @pytest.mark.parametrize(("net", "method", "given", "reason", "error"), [

@@ -61,14 +61,14 @@ def test_cli_writes_the_package_and_matches_a_worker(tmp_path: Path, pg_redis_se
     assert any(p["delivered"] for p in json.loads((out / "pareto.json").read_text()))
     x, _ = digits_arrays()
     assert OnnxClassifier(out / "model.onnx").predict_proba(x[:4]).shape == (4, 10)
-    # the compressed variant: its own package (the artifact as weights) with the before / after report
+    # the compressed variant: its own package (the artifact as weights) with the before / after figures
     small = out / "compressed"
     assert {"model.nsz", "model.onnx", "spec.json", "preprocessing.json", "labels.json", "metrics.json",
             "README.md"} <= {p.name for p in small.iterdir()}
-    report = json.loads((small / "metrics.json").read_text())
-    assert report["model_bytes"] == (small / "model.nsz").stat().st_size == report["after"]["compressed_bytes"]
-    assert report["val_accuracy_after"] >= report["val_accuracy_before"] - report["tolerance"] - 1e-9
-    assert metrics["compressed"]["model_bytes"] == report["model_bytes"]
+    figures = json.loads((small / "metrics.json").read_text())
+    assert figures["model_bytes"] == (small / "model.nsz").stat().st_size == figures["after"]["compressed_bytes"]
+    assert figures["val_accuracy_after"] >= figures["val_accuracy_before"] - figures["tolerance"] - 1e-9
+    assert metrics["compressed"]["model_bytes"] == figures["model_bytes"]
     predicted = subprocess.run([sys.executable, "-m", "api.cli", "predict", small, data, "--output",
                                 tmp_path / "preds.csv"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert predicted.returncode == 0 and "accuracy" in predicted.stdout, predicted.stderr[-3000:]
@@ -110,8 +110,8 @@ def test_cli_writes_the_package_and_matches_a_worker(tmp_path: Path, pg_redis_se
     assert model["metrics"]["candidate"] == metrics["candidate"]
     assert model["metrics"]["test_accuracy"] == metrics["test_accuracy"]
     assert small_model["variant"] == "compressed"  # the same seed and epochs compress the same way
-    assert small_model["metrics"]["model_bytes"] == report["model_bytes"]
-    assert small_model["metrics"]["test_accuracy"] == report["test_accuracy"]
+    assert small_model["metrics"]["model_bytes"] == figures["model_bytes"]
+    assert small_model["metrics"]["test_accuracy"] == figures["test_accuracy"]
     assert any(p["delivered"] for p in pareto)
 
 

@@ -315,7 +315,7 @@ export interface paths {
         /**
          * Read Model
          * @description Describe a trained model: variant, classes, metrics, size, the input it takes, its layers and, for a
-         *     compressed model, the compression's before / after report.
+         *     compressed model, the compression's before / after figures.
          */
         get: operations["read_model_api_v1_models__model_id__get"];
         put?: never;
@@ -972,7 +972,7 @@ export interface components {
             classes: string[];
             /**
              * Compression
-             * @description A compressed model's before / after report: tolerance, validation accuracy before and after, ratio, and for both the dense and the compressed network parameters, non-zeros, bytes (dense float32, compressed, ONNX and its gzip), multiply-adds, measured latency and accuracy; null for a dense model.
+             * @description A compressed model's before / after figures: tolerance, validation accuracy before and after, ratio, and for both the dense and the compressed network parameters, non-zeros, bytes (dense float32, compressed, ONNX and its gzip), multiply-adds, measured latency and accuracy; null for a dense model.
              */
             compression?: {
                 [key: string]: unknown;

@@ -2,8 +2,8 @@
 
 The heartbeat thread renews the lease every third of its length whatever synthesis is doing (compiling,
 evaluating), so only a dead process loses its job. It also notices cancellation and a lease taken over by
-another worker; synthesis learns of both at its next report (it reports before every training step, and the
-reporter reads the job's row at most every `min_interval_s`), which raises `Stopped`.
+another worker; synthesis learns of both at its next call (it calls before every training step, and the
+monitor reads the job's row at most every `min_interval_s`), which raises `Stopped`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ class LeaseTaken(Stopped):
     """Another worker now holds the job (this one was presumed dead): stop without touching the job."""
 
 
-class DbReporter:
-    """A `synthesis.progress.Reporter` for one job, used as a context manager that runs the heartbeat."""
+class JobMonitor:
+    """A `synthesis.progress.Monitor` for one job, used as a context manager that runs the heartbeat."""
 
     def __init__(self, factory: sessionmaker[Session], job_id: uuid.UUID, owner: str, lease_s: float,
                  min_interval_s: float = 0.5, spent_before: float = 0.0) -> None:
@@ -55,7 +55,7 @@ class DbReporter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{job_id}", daemon=True)
 
-    def __enter__(self) -> DbReporter:
+    def __enter__(self) -> JobMonitor:
         self._thread.start()
         return self
 
@@ -103,7 +103,7 @@ class DbReporter:
                 log.exception("job %s: lease renewal failed", self.job_id)
 
     def time_up(self) -> None:
-        """The task's own time limit has come: synthesis stops at its next report, as at its deadline. Only sets a
+        """The task's own time limit has come: synthesis stops at its next call, as at its deadline. Only sets a
         flag, so a signal handler may call it."""
         self._time_up = True
 
