@@ -48,5 +48,5 @@ def calibrate(spec: Spec, variables: dict[str, Any], held_out: dict[str, Any] | 
     log_p = np.log(np.maximum(predict_proba(build(spec), held_out, x), 1e-30))
     _, loss, temperature = calibrated(log_p, y)
     monitor.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
-                                   "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
+                                  "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
     return scale_logits(spec, variables, 1.0 / temperature)

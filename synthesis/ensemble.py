@@ -121,10 +121,10 @@ def finish(trials: list[Trial], floor: tuple[Trial, LinearFit] | None, winner: T
     beside = floor_params(info) if best == "ensemble" else 0
     fold_nets = folded.fitting(info, winner.candidate, beside) if folded is not None and best != "floor" else 0
     monitor.event("ensemble", {"network": winner.candidate.id, "floor": floor_trial.candidate.id, "weight": weight,
-                                "temperature": round(temperature, 4), "chosen": best,
-                                "scored_on": "folds" if folded is not None else "validation", "rows": len(y),
-                                "fold_networks": fold_nets,
-                                **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
+                               "temperature": round(temperature, 4), "chosen": best,
+                               "scored_on": "folds" if folded is not None else "validation", "rows": len(y),
+                               "fold_networks": fold_nets,
+                               **{f"{k}_val": {"accuracy": round(a, 6), "loss": round(loss, 6)}
                                    for k, (a, loss) in held_out.items()}})
     if best == "floor":
         return floor_trial, fitted_variables, scale_logits(floor_spec, _refitted(linear_fit, info, data, monitor),
@@ -177,5 +177,5 @@ def _floor_held_out(linear_fit: LinearFit, data: Dataset) -> tuple[np.ndarray, n
 def _refitted(linear_fit: LinearFit, info: space.SpaceInfo, data: Dataset, monitor: Monitor) -> Weights:
     variables = refit_variables(linear_fit, info, data)
     monitor.event("refit", {"model": "linear floor", "form": linear_fit.description,
-                             "rows": len(data.y_train) + len(data.y_val)})
+                            "rows": len(data.y_train) + len(data.y_val)})
     return variables

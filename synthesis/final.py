@@ -141,8 +141,8 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
         searched = winner.result.variables if winner.result is not None else None
         if winner.result is not None and searched is not None and budget.too_short_for(winner.result.first_epoch_s):
             monitor.event("final", {"candidate": winner.candidate.id, "status": "skipped", "from_search": True,
-                                     "reason": f"{budget.left(1.0):.1f} s left; its first epoch took "
-                                               f"{winner.result.first_epoch_s:.1f} s"})
+                                    "reason": f"{budget.left(1.0):.1f} s left; its first epoch took "
+                                              f"{winner.result.first_epoch_s:.1f} s"})
             return Final.of_trial(winner, searched)  # a final training could only overrun the budget
         # weights trained on a sample start a text network's final training afresh (new rows); images continue
         start = searched if refit or len(search.data.x_train) == len(data.x_train) else None
@@ -151,10 +151,10 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
                           on_epoch=lambda _curve: search.tick(), variables=start, check=search.tick, on_weights=snaps)
         budget.spend_epochs(final.epochs)
         monitor.event("final", {"candidate": winner.candidate.id, "status": final.status, "from_search": start
-                                 is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
-                                 "kept_epoch": final.best_epoch,
-                                 "planned_epochs": epochs, "seconds": round(final.seconds, 1), "refit": refit,
-                                 "time_limit_s": time_limit and round(time_limit, 1), "train_rows": len(rows.x_train)})
+                                is not None, "val_accuracy": final.best_metric, "epochs": final.epochs,
+                                "kept_epoch": final.best_epoch,
+                                "planned_epochs": epochs, "seconds": round(final.seconds, 1), "refit": refit,
+                                "time_limit_s": time_limit and round(time_limit, 1), "train_rows": len(rows.x_train)})
         # the same network before and after its final schedule: accuracy decides (ties: the final weights), as
         # the schedule's end lowers the loss by itself; synthesis.select ranks different networks
         measured = winner.result.best_metric if winner.result is not None else 0.0  # not the extrapolation
@@ -171,8 +171,8 @@ def train_final(search: Search, info: space.SpaceInfo, data: Dataset, budget: Bu
                 and kept.result.variables is not None \
                 and validates_better((kept, kept.result.variables), (winner, chosen.variables), info, data):
             monitor.event("final_fallback", {"candidate": kept.candidate.id, "val_accuracy": kept.result.best_metric,
-                                              "instead_of": winner.candidate.id,
-                                              "their_val_accuracy": final.best_metric})
+                                             "instead_of": winner.candidate.id,
+                                             "their_val_accuracy": final.best_metric})
             return Final.of_trial(kept, kept.result.variables)
         if chosen.variables is final.variables:
             if not refit:  # a refit's validation accuracy is of rows it trained on
@@ -208,7 +208,7 @@ def refit_network(final: Final, search: Search, info: space.SpaceInfo, data: Dat
                              on_epoch=lambda _curve: search.tick(), variables=final.start)
     budget.spend_epochs(out.epochs)
     monitor.event("refit", {**event, "status": out.status if weights is None else "completed",
-                             "seconds": round(out.seconds, 1)})
+                            "seconds": round(out.seconds, 1)})
     if weights is None:
         return None
     final.refit, final.val_accuracy = True, None

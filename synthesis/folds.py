@@ -102,8 +102,8 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     accuracy, loss = scores(held_out, y)
     seconds = time.perf_counter() - start
     monitor.event("folds", {**event, "status": "completed", "seconds": round(seconds, 1),
-                             "accuracy": round(accuracy, 6), "loss": round(loss, 6),
-                             "fold_accuracy": [round(scores(held_out[t], y[t])[0], 6) for _, t in splits]})
+                            "accuracy": round(accuracy, 6), "loss": round(loss, 6),
+                            "fold_accuracy": [round(scores(held_out[t], y[t])[0], 6) for _, t in splits]})
     return FoldNetworks(held_out, nets, seconds)
 
 
