@@ -128,10 +128,12 @@ def job_task(split: datasets.Split, seed: int) -> tuple[Any, np.ndarray]:
 
 
 def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str, Any]:
-    """Synthesize on the training part, score the delivered ONNX model on the test part."""
+    """Synthesize on the training part, score the delivered ONNX model on the test part (its error and its expected
+    calibration error)."""
     from domain.onnx_run import OnnxClassifier
     from synthesis.budget import Budget
     from synthesis.engine import synthesize
+    from synthesis.explain.summary import calibration
     from synthesis.interface import Options
 
     start = time.monotonic()
@@ -139,10 +141,11 @@ def run_netsynth(split: datasets.Split, budget_s: float, seed: int) -> dict[str,
     # the held-out test rows are ours: netsynth trains and validates on all of the training rows
     result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed, test_fraction=0.0), LogMonitor())
     wall_s = time.monotonic() - start
-    predicted = OnnxClassifier(result.model.onnx).predict(x_test)
+    proba = OnnxClassifier(result.model.onnx).predict_proba(x_test)
+    predicted = proba.argmax(axis=1)
     metrics = result.model.metrics
     return {"test_error": float(np.mean(predicted != split.y_test)), "params": result.model.param_count,
-            "wall_s": wall_s,
+            "wall_s": wall_s, "test_ece": round(calibration(proba, split.y_test)["ece"], 4),
             "details": {"trials": len(result.log), "stop_reason": result.stop_reason, "split": result.split,
                         "synthesize_s": round(result.seconds, 1), "spec": result.model.spec.get("name"),
                         **{k: metrics.get(k) for k in ("val_accuracy", "refit", "test_accuracy", "macs", "latency_ms",

@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     from workers.app import use_cpu_xla_flags
 
     use_cpu_xla_flags()
+    before = list(os.getloadavg())
     synthetic = synthetic_checks(args.seed)
     rows = [run_dataset(name, BUDGETS[name] * args.scale, args.seed, args.data, args.reports)
             for name in args.datasets.split(",")]
@@ -230,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                                    "seed": args.seed, "datasets": rows, "synthetic": synthetic}, indent=2) + "\n")
+                                    "seed": args.seed, "datasets": rows, "synthetic": synthetic,
+                                    "load_average_before": before, "load_average_after": list(os.getloadavg())},
+                                   indent=2) + "\n")
     return 0
 
 
