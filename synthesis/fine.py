@@ -99,12 +99,13 @@ def delivered(c: Compressed, x_test: np.ndarray, y_test: np.ndarray) -> Compress
     """The compressed variant with its test accuracy and calibration (through its verified ONNX export, what ships)
     and figures."""
     after = c.figures["after"]
-    accuracy = (float(np.mean(OnnxClassifier(c.onnx).predict(x_test) == y_test)) if len(y_test) else None)
+    proba = OnnxClassifier(c.onnx).predict_proba(x_test) if len(y_test) else None
+    accuracy = float(np.mean(proba.argmax(axis=1) == y_test)) if proba is not None else None
     metrics = {**c.figures, "test_accuracy": accuracy, "val_accuracy": c.figures["val_accuracy_after"],
                "params": after["params"], "nonzero_params": nonzero_params(c.variables), "macs": after["macs"],
                "macs_nonzero": after["macs_nonzero"], "model_bytes": len(c.artifact), "weights_bytes": len(c.artifact),
                "onnx_bytes": len(c.onnx), "latency_ms": after["latency_ms"]}
-    reliability = calibration(OnnxClassifier(c.onnx).predict_proba(x_test), y_test) if len(y_test) else None
+    reliability = calibration(proba, y_test) if proba is not None else None
     metrics.update(test_ece=reliability and round(reliability["ece"], 6),
                    test_reliability=reliability and reliability["bins"])
     model = Delivered(spec=c.spec.to_dict(), weights=c.artifact, onnx=c.onnx, param_count=int(after["params"]),
