@@ -45,6 +45,12 @@ def path_integral(gradient: Gradient, delta: np.ndarray, n: int, steps: int = ST
 
     The midpoint rule: it never evaluates the baseline itself, where a ReLU network's gradient can be far from its
     mean along the path (with the trapezoid rule, one MNIST-like image kept a 13 % error at 256 steps)."""
+    return _integrated(gradient, delta, n, steps)[:3]
+
+
+def _integrated(gradient: Gradient, delta: np.ndarray, n: int, steps: int = STEPS
+                ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """:func:`path_integral`'s figures and the logit differences between input and baseline."""
     difference = gradient(np.ones(n, np.float32))[1] - gradient(np.zeros(n, np.float32))[1]
     while True:
         total = np.zeros_like(delta, dtype=np.float64)
@@ -53,7 +59,7 @@ def path_integral(gradient: Gradient, delta: np.ndarray, n: int, steps: int = ST
         attributions = delta * total / steps
         error = completeness_error(attributions, difference)
         if error.max(initial=0.0) <= COMPLETENESS or steps >= MAX_STEPS:
-            return attributions.astype(np.float32), error, steps
+            return attributions.astype(np.float32), error, steps, difference
         steps *= 2
 
 
@@ -75,6 +81,11 @@ def position_attributions(subject: Subject, rows: np.ndarray, targets: np.ndarra
                           ) -> tuple[np.ndarray, np.ndarray, int]:
     """Per-position integrated gradients ``[N, L]`` of int32 rows from zero embeddings of the positions holding an
     id (padding, id 0, kept: its attribution is 0), completeness errors and steps."""
+    return _positions(subject, rows, targets)[:3]
+
+
+def _positions(subject: Subject, rows: np.ndarray, targets: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     ids, t = jnp.asarray(rows), jnp.asarray(targets, jnp.int32)
     held = np.asarray(rows) != 0
 
@@ -83,7 +94,7 @@ def position_attributions(subject: Subject, rows: np.ndarray, targets: np.ndarra
         grads, picked = scale_gradients(subject.model, subject.variables, ids, scale, t)
         return np.asarray(grads), np.asarray(picked)
 
-    return path_integral(gradient, held.astype(np.float32), len(rows))
+    return _integrated(gradient, held.astype(np.float32), len(rows))
 
 
 def text_attributions(subject: Subject, texts: Sequence[str], targets: np.ndarray
@@ -92,19 +103,10 @@ def text_attributions(subject: Subject, texts: Sequence[str], targets: np.ndarra
     an id no word produced would leave its share out) and the steps."""
     assert subject.codec is not None
     rows = subject.rows(texts)
-    attributions, _, steps = position_attributions(subject, rows, targets)
+    attributions, _, steps, difference = _positions(subject, rows, targets)
     words = [word_scores(subject.codec.word_positions(text), attributions[i], len(text.split()))
              for i, text in enumerate(texts)]
-    error = completeness_error(np.asarray([w.sum() for w in words]), _difference(subject, rows, targets))
-    return words, error, steps
-
-
-def _difference(subject: Subject, rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The target logits of `rows` minus those of their baseline (embeddings of the ids zero, padding kept)."""
-    ids, t, held = jnp.asarray(rows), jnp.asarray(targets, jnp.int32), np.asarray(rows) != 0
-    ends = [scale_gradients(subject.model, subject.variables, ids, jnp.asarray(np.where(held, a, 1.0), jnp.float32),
-                            t)[1] for a in (1.0, 0.0)]
-    return np.asarray(ends[0], np.float64) - np.asarray(ends[1], np.float64)
+    return words, completeness_error(np.asarray([w.sum() for w in words]), difference), steps
 
 
 class IntegratedGradients:
