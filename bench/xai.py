@@ -1,22 +1,23 @@
-"""Explainability at job budgets: what the report costs and whether its explanations pass checks that can fail.
+"""Explainability at job budgets: suspect labels against known flips, explanations against their checks, calibration.
 
-For each dataset (digits, SMS Spam, MNIST; ``bench/peers/datasets.py``'s training parts) 3 % of the training labels
-are flipped at random (seeded), and ``synthesis.engine.synthesize`` runs as a job does (``Budget(seconds=...)``, its
-own validation and test split). Per delivered variant its report gives: the seconds it took and their fraction of
-the budget, the parts its time left out, each method's seconds per input, deletion faithfulness (area under the
-deletion curve in attribution order against random order, lower is more faithful) and the integrated gradients'
-completeness error; ``suspect_labels`` gives the mislabel recall (flipped rows among the top 2k, k flipped). Each
-variant's expected calibration error is measured on the set's test part through its ONNX export, and the dense
+For each dataset (digits, MNIST, SMS Spam, MR; ``bench/peers/datasets.py``'s training parts) and each noise —
+``clean``, ``uniform`` (5 % of the training labels moved to another class at random) and, for sets of more than
+two classes, ``concentrated`` (5 % of the rows, all taken from the two classes whose mean inputs are closest and
+moved to the other one of the pair) — ``synthesis.engine.synthesize`` runs as a job does (``Budget(seconds=...)``,
+its own validation and test split). Per delivered variant its report gives: the seconds it took, the parts its time
+left out, the suspect labels' recall and precision against the flipped rows among the rows it checked (and how many
+it listed on the clean set), and each method's deletion and insertion areas against random order with its verdict.
+Each variant's expected calibration error is measured on the set's test part through its ONNX export, and the dense
 model's also with the temperature it shipped divided by taken out (``calibration``).
 
 Two synthetic sets whose right answers are known (``tests/synthesis/explain_sets.py``) give the localisation
 figures (the map's argmax on the object deciding the class; by chance 25 / 1,024) and the keyword figures (the
 deciding keyword scores highest), each on a small network trained for it.
 
-Default budgets: digits 120 s, SMS Spam 300 s, MNIST 600 s (``--scale`` multiplies them). Run with XLA's CPU flags
-(``workers.app.use_cpu_xla_flags``). Writes ``bench/results/xai.json`` and prints a table.
+Default budget: 120 s per run (``--budget``). Run with XLA's CPU flags (``workers.app.use_cpu_xla_flags``). Writes
+``bench/results/xai.json`` and prints a table.
 
-Usage: ``python bench/xai.py [--datasets digits,sms,mnist] [--scale 1] [--seed 0] [--data DIR] [--out FILE]
+Usage: ``python bench/xai.py [--datasets digits,mnist,sms,mr] [--budget 120] [--seed 0] [--data DIR] [--out FILE]
 [--reports DIR]`` (``--reports``: write each variant's report files there).
 """
 
@@ -40,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "xai.json"
-BUDGETS = {"digits": 120.0, "sms": 300.0, "mnist": 600.0}
-FLIPPED = 0.03
+FLIPPED = 0.05
+NOISES = ("clean", "uniform", "concentrated")
 
 
 class Events:
@@ -63,25 +64,39 @@ class Events:
         self.events.append((kind, dict(payload)))
 
 
-def flip_labels(y: np.ndarray, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """`y` with FLIPPED of its labels changed to another class at random, and the rows changed."""
+def flip_labels(y: np.ndarray, classes: int, seed: int, noise: str = "uniform", x: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """`y` with FLIPPED of its labels changed, and the rows changed: 'uniform' to another class at random;
+    'concentrated' between the two classes whose mean inputs `x` are closest (each row to the other class)."""
     rng = np.random.default_rng(seed)
     k = round(FLIPPED * len(y))
-    rows = np.sort(rng.choice(len(y), k, replace=False))
+    if noise == "clean":
+        return y.copy(), np.zeros(0, np.int64)
     noisy = y.copy()
-    noisy[rows] = (y[rows] + rng.integers(1, classes, k)) % classes
+    if noise == "uniform":
+        rows = np.sort(rng.choice(len(y), k, replace=False))
+        noisy[rows] = (y[rows] + rng.integers(1, classes, k)) % classes
+        return noisy, rows
+    assert x is not None
+    means = np.stack([x[y == c].reshape(int((y == c).sum()), -1).mean(axis=0) for c in range(classes)])
+    gaps = np.linalg.norm(means[:, None] - means[None], axis=2) + np.eye(classes) * np.inf
+    a, b = np.unravel_index(np.argmin(gaps), gaps.shape)
+    rows = np.sort(rng.choice(np.where((y == a) | (y == b))[0], k, replace=False))
+    noisy[rows] = np.where(y[rows] == a, b, a)
     return noisy, rows
 
 
-def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: Path | None = None) -> dict[str, Any]:
-    """Synthesize on the dataset's training part with flipped labels; the figures of each variant's report."""
+def run_dataset(name: str, noise: str, budget_s: float, seed: int, data_dir: Path, reports: Path | None = None
+                ) -> dict[str, Any]:
+    """Synthesize on the dataset's training part with `noise` in its labels; the figures of each variant's report."""
     from synthesis.budget import Budget
-    from synthesis.engine import synthesize
+    from synthesis.engine import split_task, synthesize
     from synthesis.interface import Options, Task
     from workers.data import text_task
 
     split = datasets.load(name, seed, data_dir=data_dir)
-    noisy, flipped = flip_labels(split.y_train, len(split.classes), seed)
+    noisy, flipped = flip_labels(split.y_train, len(split.classes), seed, noise,
+                                 None if split.modality == "text" else split.x_train)
     if split.modality == "text":
         task, encoder = text_task(list(split.x_train), noisy, len(split.classes), seed)
         x_test = np.asarray(encoder.encode(list(split.x_test)))
@@ -90,13 +105,14 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
         rows = split.x_train.reshape(len(split.x_train), -1)
         groups = np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1)
         task = Task("image", split.x_train, noisy, len(split.classes), groups=groups)
+    task = Task(**{**task.__dict__, "classes": split.classes})
     monitor = Events()
     started = time.monotonic()
-    result = synthesize(Task(**{**task.__dict__, "classes": split.classes}), Budget(seconds=budget_s),
-                        Options(seed=seed), monitor)
+    result = synthesize(task, Budget(seconds=budget_s), Options(seed=seed), monitor)
     wall = time.monotonic() - started
+    parts = split_task(task, seed, Options().test_fraction)[0]
     variants = [("dense", result.model)] + ([("compressed", result.compressed.model)] if result.compressed else [])
-    row: dict[str, Any] = {"dataset": name, "budget_s": budget_s, "wall_s": round(wall, 1),
+    row: dict[str, Any] = {"dataset": name, "noise": noise, "budget_s": budget_s, "wall_s": round(wall, 1),
                            "rows": len(noisy), "flipped": len(flipped),
                            "test_accuracy": result.model.metrics.get("test_accuracy"), "variants": {},
                            "calibration": test_calibration(variants, monitor.events, x_test, split.y_test)}
@@ -108,20 +124,29 @@ def run_dataset(name: str, budget_s: float, seed: int, data_dir: Path, reports: 
         c = model.report.content
         if reports is not None:
             for file, data in model.report.files().items():
-                (reports / name / variant).mkdir(parents=True, exist_ok=True)
-                (reports / name / variant / file).write_bytes(data)
-        top = {s["row"] for s in c["suspect_labels"][: 2 * len(flipped)]}
-        recall = len(top & set(flipped.tolist())) / len(flipped) if len(flipped) else None
-        row["variants"][variant] = {
-            "report": True, "report_s": built.get("seconds"),
-            "fraction_of_budget": round(built["seconds"] / budget_s, 4),
-            "omitted": c["omitted"], "suspect_checkpoints": c.get("suspect_checkpoints"),
-            "mislabel_recall_top2k": recall,
-            "methods": {m: {"seconds_per_input": s.get("seconds_per_input"),
-                            **({"completeness_error_max": s["completeness_error_max"], "steps": s["steps"]}
-                               if "completeness_error_max" in s else {}),
-                            **c["faithfulness"].get(m, {})} for m, s in c["methods"].items()}}
+                (reports / f"{name}-{noise}" / variant).mkdir(parents=True, exist_ok=True)
+                (reports / f"{name}-{noise}" / variant / file).write_bytes(data)
+        row["variants"][variant] = {"report": True, "report_s": built.get("seconds"), "omitted": c["omitted"],
+                                    "suspects": suspect_figures(c, parts, flipped),
+                                    "methods": {m: {"seconds_per_input": s.get("seconds_per_input"),
+                                                    **c["faithfulness"].get(m, {})} for m, s in c["methods"].items()}}
     return row
+
+
+def suspect_figures(content: dict[str, Any], parts: Any, flipped: np.ndarray) -> dict[str, Any] | None:
+    """The suspects' count, and their recall and precision against the flipped rows among the rows checked (the
+    training rows, or training and validation rows where the floor's out-of-fold probabilities judged them)."""
+    about = content.get("suspects")
+    if about is None:
+        return None
+    checked = parts.train if about["rows_checked"] == len(parts.train) else np.concatenate([parts.train, parts.val])
+    flips = set(flipped.tolist()) & set(checked.tolist())
+    listed = {s["row"] for s in content["suspect_labels"]}
+    hits = len(listed & flips)
+    return {"method": about["method"], "checked": about["rows_checked"], "listed": about["found"],
+            "listed_share": round(about["found"] / max(about["rows_checked"], 1), 4), "flipped_checked": len(flips),
+            "recall": round(hits / len(flips), 3) if flips else None,
+            "precision": round(hits / len(listed), 3) if flips and listed else None}
 
 
 def test_calibration(variants: list[tuple[str, Any]], events: list[tuple[str, dict[str, Any]]], x: np.ndarray,
@@ -186,23 +211,30 @@ def synthetic_checks(seed: int) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]], synthetic: dict[str, Any]) -> str:
     """The figures as a plain-text table."""
-    lines = ["dataset   variant     report s  % budget  mislabel recall  method                 s/input  "
-             "deletion AUC (random)"]
+    lines = ["dataset noise         variant     report s  listed (share)   recall  precision  test ECE (before)"]
+    for row in rows:
+        cal = row["calibration"]
+        for variant, v in row["variants"].items():
+            ece = f"{cal.get(f'{variant}_ece')}" + (f" ({cal['dense_ece_uncalibrated']})"
+                                                    if variant == "dense" and "dense_ece_uncalibrated" in cal else "")
+            if not v["report"]:
+                lines.append(f"{row['dataset']:7} {row['noise']:13} {variant:11} no report: {v['reason']}  {ece}")
+                continue
+            s = v["suspects"] or {}
+            lines.append(f"{row['dataset']:7} {row['noise']:13} {variant:11} {v['report_s']:8.1f}  "
+                         f"{s.get('listed', '-'):>5} ({100 * s.get('listed_share', 0):5.2f} %)  "
+                         f"{s.get('recall') if s.get('recall') is not None else '-':>6}  "
+                         f"{s.get('precision') if s.get('precision') is not None else '-':>9}  {ece}")
+    lines += ["", "dataset noise         variant     method                 deletion (random)  insertion (random)"
+              "  better than random"]
     for row in rows:
         for variant, v in row["variants"].items():
-            if not v["report"]:
-                lines.append(f"{row['dataset']:9} {variant:11} no report: {v['reason']}")
-                continue
-            head = (f"{row['dataset']:9} {variant:11} {v['report_s']:8.1f}  {100 * v['fraction_of_budget']:7.2f}  "
-                    f"{v['mislabel_recall_top2k']:15.2f}")
-            methods = v["methods"] or {"(omitted)": {}}
-            for i, (m, s) in enumerate(methods.items()):
-                auc = (f"{s['deletion_auc']:.3f} ({s['random_deletion_auc']:.3f})" if "deletion_auc" in s else "")
-                lead = head if i == 0 else " " * len(head)
-                lines.append(f"{lead}  {m:22} {s.get('seconds_per_input', 0):7.4f}  {auc}")
-    lines.append("")
-    for row in rows:
-        lines.append(f"{row['dataset']:9} test ECE {json.dumps(row['calibration'])}")
+            for m, f in v.get("methods", {}).items():
+                if "deletion_auc" in f:
+                    lines.append(f"{row['dataset']:7} {row['noise']:13} {variant:11} {m:22} "
+                                 f"{f['deletion_auc']:.3f} ({f['random_deletion_auc']:.3f})     "
+                                 f"{f['insertion_auc']:.3f} ({f['random_insertion_auc']:.3f})      "
+                                 f"{f['better_than_random']}")
     lines.append("")
     for check, figures in synthetic.items():
         for m, f in figures.items():
@@ -213,8 +245,9 @@ def table(rows: list[dict[str, Any]], synthetic: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the table, write the JSON."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--datasets", default="digits,sms,mnist")
-    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--datasets", default="digits,mnist,sms,mr")
+    p.add_argument("--noises", default=",".join(NOISES))
+    p.add_argument("--budget", type=float, default=120.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -225,13 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     use_cpu_xla_flags()
     before = list(os.getloadavg())
     synthetic = synthetic_checks(args.seed)
-    rows = [run_dataset(name, BUDGETS[name] * args.scale, args.seed, args.data, args.reports)
-            for name in args.datasets.split(",")]
+    rows = [run_dataset(name, noise, args.budget, args.seed, args.data, args.reports)
+            for name in args.datasets.split(",") for noise in args.noises.split(",")
+            if noise != "concentrated" or name not in datasets.TEXT_SETS]  # the text sets have two classes
     print(table(rows, synthetic))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                                     "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                                    "seed": args.seed, "datasets": rows, "synthetic": synthetic,
+                                    "seed": args.seed, "budget_s": args.budget, "datasets": rows,
+                                    "synthetic": synthetic,
                                     "load_average_before": before, "load_average_after": list(os.getloadavg())},
                                    indent=2) + "\n")
     return 0

@@ -19,6 +19,7 @@ from synthesis.calibrate import calibrate
 from synthesis.deliver import deliver, measured_latency_ms
 from synthesis.final import Final, best_so_far, flips, refit_network, train_final, validation
 from synthesis.fine import fine_synthesis
+from synthesis.floor import out_of_fold
 from synthesis.folds import train_folds
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.normalise import channel_normalisation
@@ -162,7 +163,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, monitor: Mo
             and shielded.interrupted is None):
         monitor.stage("explaining")
         rows = report_data(task.classes or [str(c) for c in range(task.num_classes)], x, task.y, split, task.rows,
-                           task.texts)
+                           task.texts, out_of_fold(search.floor[1] if search.floor is not None else None, split))
         model, compressed = explain_variants(model, delivered, compressed, rows, task.codec, budget, shielded,
                                              snapshots if trained == winner.candidate.id else [])
     clock.lap("explanation")

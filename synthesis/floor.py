@@ -11,6 +11,7 @@ from core.data import Dataset
 from synthesis.linear import Bag, LinearFit, fit, refit, scores
 from synthesis.select import excess_loss
 from synthesis.space import SpaceInfo
+from synthesis.split import Split
 from synthesis.trial import TrialResult
 
 
@@ -51,6 +52,15 @@ def refit_variables(floor: LinearFit, info: SpaceInfo, data: Dataset) -> dict[st
     if len(y) == len(floor.held_out):
         return floor.variables()
     return refit(floor, x, y, info.num_classes).variables()
+
+
+def out_of_fold(floor: LinearFit | None, split: Split) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows the floor was cross-validated on (indices of the task's training then validation rows) and their
+    out-of-fold class probabilities; None without a floor, or when it was fitted on a sample of the rows."""
+    rows = np.concatenate([split.train, split.val])
+    if floor is None or len(floor.held_out) != len(rows):
+        return None
+    return rows, np.exp(floor.held_out)
 
 
 def labelled(data: Dataset) -> tuple[np.ndarray, np.ndarray]:

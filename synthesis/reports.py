@@ -27,9 +27,11 @@ from synthesis.split import Split
 
 
 def report_data(classes: Sequence[str], x: np.ndarray, y: np.ndarray, split: Split, rows: np.ndarray | None,
-                texts: Sequence[str] | None) -> ReportData:
-    """What a report covers: every row (network inputs), its labels and upload position, the splits, the texts."""
-    return ReportData(classes=list(classes), x=x, y=y, test=split.test, train=split.train, rows=rows, texts=texts)
+                texts: Sequence[str] | None, held_out: tuple[np.ndarray, np.ndarray] | None = None) -> ReportData:
+    """What a report covers: every row (network inputs), its labels and upload position, the splits, the texts, and
+    the out-of-fold probabilities of the rows a model was cross-validated on."""
+    return ReportData(classes=list(classes), x=x, y=y, test=split.test, train=split.train, rows=rows, texts=texts,
+                      held_out=held_out)
 
 
 class _Interrupted(Exception):
@@ -51,16 +53,17 @@ def _deadline(budget: Budget, share: float, monitor: Shielded) -> Callable[[], N
 
 
 def explained(model: Delivered, variant: str, weights: dict[str, Any], data: ReportData, codec: TextCodec | None,
-              budget: Budget, monitor: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0
-              ) -> Delivered:
+              budget: Budget, monitor: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0,
+              judge: Subject | None = None) -> Delivered:
     """`model` with its report, built in `share` of the budget's time left (an event says what it holds, or why
-    there is none: its time ran out before its global figures, or the caller interrupted the job)."""
+    there is none: its time ran out before its global figures, or the caller interrupted the job); `judge` decides
+    the suspect labels (`build_report`)."""
     started = time.perf_counter()
     check = _deadline(budget, share, monitor)
     try:
         check()
         subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
-        report = build_report(subject, data, variant, checkpoints, check)
+        report = build_report(subject, data, variant, checkpoints, check, judge)
     except OutOfReportTime as exc:
         monitor.event("report", {"variant": variant, "built": False, "reason": str(exc)})
         return model
@@ -69,7 +72,7 @@ def explained(model: Delivered, variant: str, weights: dict[str, Any], data: Rep
         return model
     seconds = time.perf_counter() - started
     monitor.event("report", {"variant": variant, "built": True, "seconds": round(seconds, 2),
-                             "images": len(report.images), "suspect_labels": len(report.content["suspect_labels"]),
+                             "images": len(report.images), "suspect_labels": report.content.get("suspect_count", 0),
                              "omitted": report.content["omitted"]})
     return replace(model, report=report)
 
@@ -77,12 +80,15 @@ def explained(model: Delivered, variant: str, weights: dict[str, Any], data: Rep
 def explain_variants(model: Delivered, variables: dict[str, Any], compressed: CompressedVariant | None,
                      data: ReportData, codec: TextCodec | None, budget: Budget, monitor: Shielded,
                      snapshots: Sequence[dict[str, Any]] = ()) -> tuple[Delivered, CompressedVariant | None]:
-    """The delivered variants with their reports, the dense one (traced over `snapshots` too) first."""
+    """The delivered variants with their reports, the dense one (traced over `snapshots` too) first. Both list the
+    suspect labels the dense network's features at its first snapshot find: the labels are the data's, not a
+    variant's, and fine-tuned weights have memorised more of them."""
+    judge = Subject.of(Spec.from_dict(model.spec), snapshots[0] if snapshots else variables, codec)
     model = explained(model, "dense", variables, data, codec, budget, monitor, snapshots,
-                      share=1.0 if compressed is None else 0.5)
+                      share=1.0 if compressed is None else 0.5, judge=judge)
     if compressed is not None:
         small = explained(compressed.model, "compressed", artifact.decode(compressed.model.weights).variables, data,
-                          codec, budget, monitor)
+                          codec, budget, monitor, judge=judge)
         compressed = replace(compressed, model=small)
     return model, compressed
 

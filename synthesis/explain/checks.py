@@ -1,8 +1,10 @@
-"""Checks that an attribution can fail: deletion faithfulness and the weight-randomisation sanity test.
+"""Checks that an attribution can fail: deletion and insertion faithfulness, and the weight-randomisation sanity test.
 
-- Deletion (Petsiuk et al., "RISE", BMVC 2018): remove the input's parts (pixels set to black, or words left out)
-  in attribution order, most important first, and average the target class's probability over the steps; a
-  faithful map lowers it faster than a random order does (a smaller area under the curve).
+- Deletion and insertion (Petsiuk et al., "RISE", BMVC 2018): remove the input's parts (pixels set to black, or words
+  left out) in attribution order, most important first, and average the target class's probability over the steps;
+  a faithful map lowers it faster than a random order does (a smaller area under the curve). Insertion starts from
+  the empty input (black, or no words) and puts the parts back in the same order: a faithful map raises the
+  probability faster than random (a larger area). A method passes on a model when it beats random order on both.
 - Cascading randomisation (Adebayo et al., "Sanity Checks for Saliency Maps", NeurIPS 2018): re-initialise the
   weights from the output layers down; a map that does not change (Spearman rank correlation with the original
   stays high) does not explain the model.
@@ -10,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -22,38 +24,58 @@ from synthesis.explain.subject import Subject, output_layers
 DELETION_STEPS = 20
 
 
-def image_deletion(subject: Subject, x: np.ndarray, targets: np.ndarray, maps: np.ndarray,
-                   order: str = "attribution", seed: int = 0) -> np.ndarray:
-    """Per image, the area under the deletion curve: the mean target probability as pixels are blacked out
-    (all channels) in `order` ('attribution': highest first; 'random')."""
-    n, height, width = maps.shape
+def _kept(ranks: Sequence[np.ndarray], size: int, step: int, mode: str) -> list[np.ndarray]:
+    """Per input, the positions present at `step` of a deletion (all but the first ranked) or an insertion (the first
+    ranked only)."""
+    cut = round(step * size / DELETION_STEPS)
+    return [rank[cut:] if mode == "deletion" else rank[:cut] for rank in ranks]
+
+
+def _ranks(scores: Sequence[np.ndarray], order: str, seed: int) -> list[np.ndarray]:
+    """Per input, its positions most important first ('attribution') or shuffled ('random')."""
     rng = np.random.default_rng(seed)
-    ranks = [np.argsort(-m.ravel(), kind="stable") if order == "attribution" else rng.permutation(height * width)
-             for m in maps]
-    rows, curve = np.arange(n), []
+    return [np.argsort(-np.ravel(s), kind="stable") if order == "attribution" else rng.permutation(np.size(s))
+            for s in scores]
+
+
+def image_curve(subject: Subject, x: np.ndarray, targets: np.ndarray, maps: np.ndarray, mode: str = "deletion",
+                order: str = "attribution", seed: int = 0) -> np.ndarray:
+    """Per image, the area under the deletion (or insertion) curve: the mean target probability as pixels are
+    blacked out (or put back on black, all channels) in `order` ('attribution': highest first; 'random')."""
+    n, height, width = maps.shape
+    ranks, rows, curve = _ranks(list(maps), order, seed), np.arange(n), []
+    flat = np.asarray(x, np.float32).reshape(n, height * width, -1)
     for step in range(DELETION_STEPS + 1):
-        cut = round(step * height * width / DELETION_STEPS)
-        deleted = np.array(x, np.float32, copy=True).reshape(n, height * width, -1)
-        for i in range(n):
-            deleted[i, ranks[i][:cut]] = 0.0
-        curve.append(subject.probabilities(deleted.reshape(x.shape))[rows, targets])
+        shown = np.zeros_like(flat)
+        for i, kept in enumerate(_kept(ranks, height * width, step, mode)):
+            shown[i, kept] = flat[i, kept]
+        curve.append(subject.probabilities(shown.reshape(x.shape))[rows, targets])
     return np.asarray(np.trapezoid(np.stack(curve, axis=1), dx=1.0 / DELETION_STEPS, axis=1))
 
 
-def text_deletion(subject: Subject, texts: Sequence[str], targets: np.ndarray, scores: Sequence[np.ndarray],
-                  order: str = "attribution", seed: int = 0) -> np.ndarray:
-    """Per text, the area under the deletion curve as words are left out in `order`."""
-    rng = np.random.default_rng(seed)
-    variants: list[str] = []
-    for text, s in zip(texts, scores, strict=True):
+def text_curve(subject: Subject, texts: Sequence[str], targets: np.ndarray, scores: Sequence[np.ndarray],
+               mode: str = "deletion", order: str = "attribution", seed: int = 0) -> np.ndarray:
+    """Per text, the area under the deletion (or insertion) curve as words are left out (or put back into the empty
+    text, in their own places) in `order`."""
+    ranks, variants = _ranks(scores, order, seed), []
+    for text, rank in zip(texts, ranks, strict=True):
         words = text.split()
-        rank = np.argsort(-np.asarray(s), kind="stable") if order == "attribution" else rng.permutation(len(words))
         for step in range(DELETION_STEPS + 1):
-            gone = set(rank[:round(step * len(words) / DELETION_STEPS)].tolist())
-            variants.append(" ".join(w for j, w in enumerate(words) if j not in gone))
+            kept = set(_kept([rank], len(words), step, mode)[0].tolist())
+            variants.append(" ".join(w for j, w in enumerate(words) if j in kept))
     proba = subject.probabilities(subject.rows(variants)).reshape(len(texts), DELETION_STEPS + 1, -1)
     curve = proba[np.arange(len(texts)), :, targets]
     return np.asarray(np.trapezoid(curve, dx=1.0 / DELETION_STEPS, axis=1))
+
+
+def faithfulness(curve: Callable[[str, str], np.ndarray]) -> dict[str, Any]:
+    """A method's deletion and insertion areas (mean over its inputs) against random order's, and whether it beats
+    random on both; `curve(mode, order)` gives the per-input areas."""
+    out = {f"{prefix}{mode}_auc": float(curve(mode, order).mean())
+           for mode in ("deletion", "insertion") for order, prefix in (("attribution", ""), ("random", "random_"))}
+    out["better_than_random"] = bool(out["deletion_auc"] < out["random_deletion_auc"]
+                                     and out["insertion_auc"] > out["random_insertion_auc"])
+    return out
 
 
 def randomised(subject: Subject, layers: Sequence[str], seed: int = 0) -> Subject:

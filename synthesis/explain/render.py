@@ -117,22 +117,24 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
         f"({m['probability']:.1%})</li>" for m in g["confident_mistakes"]) + "</ul>")
     if report.get("omitted"):
         parts.append(f"<p>Left out for lack of time: {html.escape(', '.join(report['omitted']))}.</p>")
+    parts.append(_suspects(report))
     parts.append("<h2>Why it decides</h2>")
     if report["methods"]:
         parts.append("<table><tr><th>method</th><th>settings</th><th>deletion AUC (lower: more faithful)</th>"
-                     "<th>random order</th></tr>" + "".join(
-                         f"<tr><td>{html.escape(m)}</td><td>{html.escape(_settings(s))}</td>"
-                         f"<td>{report['faithfulness'][m]['deletion_auc']:.3f}</td>"
-                         f"<td>{report['faithfulness'][m]['random_deletion_auc']:.3f}</td></tr>"
-                         for m, s in report["methods"].items()) + "</table>")
+                     "<th>random order</th><th>insertion AUC (higher: more faithful)</th><th>random order</th>"
+                     "<th>check</th></tr>" + "".join(_faithfulness_row(m, s, report["faithfulness"][m])
+                                                     for m, s in report["methods"].items()) + "</table>")
+    def failed(m: str) -> str:
+        return "" if report["faithfulness"].get(m, {}).get("better_than_random", True) else " (failed its check)"
+
     for example in report["examples"]:
         head = (f"<h3>row {example['row']}: given {html.escape(example['given'])}, predicted "
                 f"{html.escape(example['predicted'])} ({example['probability']:.1%})</h3>")
         if "images" in example:
-            body = "".join(f"<figure>{_img(images[n], m)}<figcaption>{html.escape(m)}</figcaption></figure>"
+            body = "".join(f"<figure>{_img(images[n], m)}<figcaption>{html.escape(m)}{failed(m)}</figcaption></figure>"
                            for m, n in example["images"].items() if n in images)
         else:
-            body = "".join(f"<p><b>{html.escape(m)}</b>: {highlighted(example['tokens'], s)}</p>"
+            body = "".join(f"<p><b>{html.escape(m)}{failed(m)}</b>: {highlighted(example['tokens'], s)}</p>"
                            for m, s in example.get("scores", {}).items())
         parts.append(f"<section>{head}{body}</section>")
     influence = report["influence"]
@@ -143,11 +145,32 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
                          + ", ".join(f"{h['row']} ({html.escape(h['label'])})" for h in e["helped"])
                          + "; hurt by " + ", ".join(f"{h['row']} ({html.escape(h['label'])})" for h in e["hurt"])
                          + "</li>" for e in influence["examples"]) + "</ul>")
-    parts.append("<h2>Rows whose label the model resists</h2><table><tr><th>row</th><th>given</th>"
-                 "<th>suggested</th><th>self-influence</th></tr>" + "".join(
-                     f"<tr><td>{s['row']}</td><td>{html.escape(s['given'])}</td><td>{html.escape(s['suggested'])}"
-                     f"</td><td>{s['score']:.4g}</td></tr>" for s in report["suspect_labels"][:50]) + "</table>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}figure{display:inline-block;margin:4px}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
     return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>netsynth report</title>"
             f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def _suspects(report: Mapping[str, Any]) -> str:
+    """The suspect labels' section: how they were found and the first 50."""
+    about = report.get("suspects")
+    if about is None:
+        return "<h2>Suspect labels</h2><p>Left out for lack of time.</p>"
+    head = (f"<h2>Suspect labels</h2><p>{about['found']} of {about['rows_checked']} training rows: their label has "
+            f"under {about['threshold']:.0%} of the {html.escape(about['method'])}, and another label leads.</p>")
+    if not report["suspect_labels"]:
+        return head
+    return head + ("<table><tr><th>row</th><th>given</th><th>suggested</th><th>P(given)</th><th>P(suggested)</th>"
+                   "</tr>" + "".join(f"<tr><td>{s['row']}</td><td>{html.escape(s['given'])}</td>"
+                                     f"<td>{html.escape(s['suggested'])}</td><td>{s['given_share']:.2f}</td>"
+                                     f"<td>{s['suggested_share']:.2f}</td></tr>"
+                                     for s in report["suspect_labels"][:50]) + "</table>")
+
+
+def _faithfulness_row(method: str, settings: Mapping[str, Any], f: Mapping[str, Any]) -> str:
+    """A method's row of the checks table; one that is not better than random order says so."""
+    verdict = ("passed" if f["better_than_random"] else
+               "<b>failed: not better than random order on this model; do not read its maps as evidence</b>")
+    return (f"<tr><td>{html.escape(method)}</td><td>{html.escape(_settings(settings))}</td>"
+            f"<td>{f['deletion_auc']:.3f}</td><td>{f['random_deletion_auc']:.3f}</td>"
+            f"<td>{f['insertion_auc']:.3f}</td><td>{f['random_insertion_auc']:.3f}</td><td>{verdict}</td></tr>")

@@ -1,5 +1,5 @@
-"""The explainability report every delivered model ships with: global figures, attributions of sampled test
-predictions, faithfulness, training-data influence and the rows whose label the model resists.
+"""The explainability report every delivered model ships with: global figures, the training rows whose label looks
+wrong, attributions of sampled test predictions with the checks they pass or fail, and training-data influence.
 
 `build_report` is pure given its inputs; `check` is called between its parts and may raise to stop it (a report
 is then absent, never half-built). The JSON is `report.json`; images are PNG files named in it.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from synthesis.explain import checks, integrated, render, tracin
+from synthesis.explain import checks, integrated, render, suspects, tracin
 from synthesis.explain.base import METHODS
 from synthesis.explain.subject import Subject, output_layers, spatial_layers
 from synthesis.explain.summary import global_figures
@@ -26,8 +26,8 @@ PER_CLASS = 2
 EXAMPLES = 24
 INFLUENCE_EXAMPLES, INFLUENCE_ROWS = 6, 5
 """Test predictions traced to their training rows, and the rows listed per direction (helped, hurt)."""
-SUSPECTS_FLOOR, SUSPECTS_FRACTION = 100, 0.1
-"""`suspect_labels` lists the most suspicious tenth of the rows (at least 100, at most all)."""
+SUSPECTS_LISTED = 1000
+"""Suspect labels listed at most (`suspect_count` says how many were found)."""
 IMAGE_METHODS, TEXT_METHODS = ("gradcam", "integrated-gradients", "smoothgrad"), ("integrated-gradients",
                                                                                   "occlusion")
 
@@ -44,6 +44,7 @@ class ReportData:
     train: np.ndarray
     rows: np.ndarray | None = None  # position of each x row in the upload (None: the same)
     texts: Sequence[str] | None = None
+    held_out: tuple[np.ndarray, np.ndarray] | None = None  # rows of x and their out-of-fold probabilities
 
     def row(self, i: int) -> int:
         """The uploaded row of x's row `i`."""
@@ -79,23 +80,26 @@ class OutOfReportTime(Exception):
 
 
 def build_report(subject: Subject, data: ReportData, variant: str = "dense",
-                 checkpoints: Sequence[dict[str, Any]] = (), check: Callable[[], None] | None = None) -> Report:
+                 checkpoints: Sequence[dict[str, Any]] = (), check: Callable[[], None] | None = None,
+                 judge: Subject | None = None) -> Report:
     """The report of `subject` on `data`; `checkpoints` are earlier weights of the final training (TracIn; the
-    subject's own weights always count).
+    subject's own weights always count); `judge` is the network whose features decide the suspect labels (by default
+    the subject at its first checkpoint, else the subject itself: `synthesis.explain.suspects`).
 
-    Its parts are built in order of worth for their cost — global figures, each method's attributions of a few
-    examples, suspect labels at the final weights (a pass over every row), then influence and suspect labels over
-    every checkpoint (a pass per checkpoint) — and a part is kept only when it is whole:
-    when `check` raises OutOfReportTime, that part and the ones after it are listed in `omitted`. Without the
-    global figures there is no report (OutOfReportTime propagates); any other exception from `check` propagates.
+    Its parts are built in order of worth for their cost — global figures, suspect labels (a forward pass over the
+    training rows), each method's attributions of a few examples with their checks, then influence over every
+    checkpoint (a gradient pass per checkpoint) — and a part is kept only when it is whole: when `check` raises
+    OutOfReportTime, that part and the ones after it are listed in `omitted`. Without the global figures there is no
+    report (OutOfReportTime propagates); any other exception from `check` propagates.
     """
     tick = check or (lambda: None)
     started = time.perf_counter()
     report = _Builder(subject, data, variant)
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", lambda: report.global_part(tick))]
+    judge = judge or (subject.with_variables(checkpoints[0]) if checkpoints else subject)
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", lambda: report.global_part(tick)),
+                                                             ("suspect_labels", lambda: report.suspects(judge, tick))]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
-    parts.append(("suspect_labels", lambda: report.suspects([subject], tick)))
     steps = [subject.with_variables(v) for v in checkpoints] + [subject]
     parts.append(("influence", lambda: report.influence(steps, tick)))
     omitted: list[str] = []
@@ -195,8 +199,8 @@ class _Builder:
                 settings = {"layers": spatial_layers(subject.graph)} if name == "gradcam" else {}
             seconds = time.perf_counter() - started
             tick()
-            faithful = _deletion(checks.image_deletion(subject, x, targets, maps),
-                                 checks.image_deletion(subject, x, targets, maps, "random"))
+            faithful = checks.faithfulness(lambda mode, order: checks.image_curve(subject, x, targets, maps, mode,
+                                                                                  order))
             images = {f"row{data.row(int(i))}_{name}.png": render.overlay(x[k], maps[k]) for k, i in enumerate(test)}
             fields: list[dict[str, dict[str, Any]]] = [{"images": {name: f"row{data.row(int(i))}_{name}.png"}}
                                                        for i in test]
@@ -209,36 +213,42 @@ class _Builder:
                 scores = METHODS[name].texts(subject, texts, targets)
             seconds = time.perf_counter() - started
             tick()
-            faithful = _deletion(checks.text_deletion(subject, texts, targets, scores),
-                                 checks.text_deletion(subject, texts, targets, scores, "random"))
+            faithful = checks.faithfulness(lambda mode, order: checks.text_curve(subject, texts, targets, scores, mode,
+                                                                                 order))
             images = {}
             fields = [{"scores": {name: [round(float(v), 6) for v in s]}} for s in scores]
         settings["seconds_per_input"] = round(seconds / len(test), 4)
         return {"methods": {name: settings}, "faithfulness": {name: faithful}, "images": images,
                 "example_fields": fields}
 
-    def _suspects(self, scores: np.ndarray, final: np.ndarray, checkpoints: int) -> dict[str, Any]:
+    def suspects(self, judge: Subject, tick: Callable[[], None]) -> dict[str, Any]:
+        """The training rows whose label out-of-sample evidence contradicts (`synthesis.explain.suspects`): the
+        out-of-fold probabilities where there are some, else the rows' neighbours in the judge's features."""
         data, classes = self.data, self.classes
-        limit = min(len(data.y), max(SUSPECTS_FLOOR, round(SUSPECTS_FRACTION * len(data.y))))
-        rows = np.array([data.row(i) for i in range(len(data.y))], np.int64)
-        return {"suspect_labels": [
-            {"row": s.row, "given": classes[s.given], "suggested": classes[s.suggested], "score": s.score}
-            for s in tracin.suspect_labels(scores, data.y, final, rows, limit)],
-            "suspect_checkpoints": checkpoints}
-
-    def suspects(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
-        """`suspect_labels` by self-influence summed over `steps`."""
-        scores, _, predicted = tracin.trace(steps, self.data.x, self.data.y, check=tick)
-        return self._suspects(scores, predicted, len(steps))
+        if data.held_out is not None:
+            train, proba = data.held_out
+            method = "out-of-fold probabilities of the cross-validated linear floor"
+        else:
+            train = np.asarray(data.train)
+            proba = suspects.neighbour_shares(suspects.features(judge, data.x[train], tick), data.y[train],
+                                              len(classes)) if len(train) > 1 else np.zeros((0, len(classes)))
+            method = f"labels of the {suspects.NEIGHBOURS} nearest training rows in the network's early features"
+        rows = np.array([data.row(int(i)) for i in train], np.int64)
+        found = suspects.suspect_labels(proba, data.y[train], rows)
+        return {"suspect_labels": [{"row": s.row, "given": classes[s.given], "suggested": classes[s.suggested],
+                                    "given_share": s.given_share, "suggested_share": s.suggested_share}
+                                   for s in found[:SUSPECTS_LISTED]],
+                "suspects": {"method": method, "threshold": suspects.SHARE, "found": len(found),
+                             "rows_checked": len(train)}}
 
     def influence(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
         """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted
-        label), and `suspect_labels` again, both traced over `steps` in one pass."""
+        label), traced over `steps`."""
         data, classes = self.data, self.classes
         picked = self.picked[:INFLUENCE_EXAMPLES]
         test = data.test[picked]
-        scores, influence, predicted = tracin.trace(steps, data.x, data.y, data.x[test], self.predicted[picked], tick)
-        influence = influence[:, data.train]
+        influence = tracin.trace(steps, data.x[data.train], data.y[data.train], data.x[test], self.predicted[picked],
+                                 tick)
         out: list[dict[str, Any]] = []
         for k, i in enumerate(test if len(data.train) else []):
             order = np.argsort(-influence[k], kind="stable")
@@ -249,8 +259,7 @@ class _Builder:
 
             out.append({"row": data.row(int(i)), "predicted": classes[int(self.predicted[picked[k]])],
                         "helped": listed(order[:INFLUENCE_ROWS]), "hurt": listed(order[::-1][:INFLUENCE_ROWS])})
-        return {"influence": {**self.parts["influence"], "checkpoints": len(steps), "examples": out},
-                **self._suspects(scores, predicted, len(steps))}
+        return {"influence": {**self.parts["influence"], "checkpoints": len(steps), "examples": out}}
 
 
 def _completeness(baseline: str, steps: int, error: np.ndarray) -> dict[str, Any]:
@@ -258,6 +267,3 @@ def _completeness(baseline: str, steps: int, error: np.ndarray) -> dict[str, Any
     return {"baseline": baseline, "steps": steps, "completeness_error_max": float(error.max()),
             "completeness_error_mean": float(error.mean())}
 
-
-def _deletion(ordered: np.ndarray, random: np.ndarray) -> dict[str, float]:
-    return {"deletion_auc": float(ordered.mean()), "random_deletion_auc": float(random.mean())}

@@ -75,17 +75,34 @@ class Subject:
         return self.codec.encode(texts)
 
 
+MIN_CELLS = 16
+"""Grad-CAM's map must have at least this many cells (4x4): upsampled from 2x2, a map covers the background around
+a small object as much as the object, and removing those pixels first is no better than random (digits)."""
+
+
 def spatial_layers(graph: Graph) -> list[str]:
-    """Grad-CAM's layers: every spatial feature map (``[H, W, C]``, H·W > 1) that a pooling or flattening node reads,
-    i.e. the last one of each branch of a convolutional network; empty for a network without one."""
+    """Grad-CAM's layers: for each spatial feature map (``[H, W, C]``, H·W > 1) that a pooling or flattening node
+    reads (the last one of each branch of a convolutional network), that map, or when it has fewer than `MIN_CELLS`
+    cells the deepest map before it (along first inputs) that has as many; empty for a network without one."""
+    by_id = {node.id: node for node in graph.order}
     found: list[str] = []
     for node in graph.order:
         if node.op not in POOLING_OPS:
             continue
         source = node.inputs[0]
         shape = graph.types[source].shape
-        if source != INPUT and len(shape) == 3 and shape[0] * shape[1] > 1 and source not in found:
-            found.append(source)
+        if source == INPUT or len(shape) != 3 or shape[0] * shape[1] <= 1:
+            continue
+        layer = source
+        while shape[0] * shape[1] < MIN_CELLS and layer in by_id and by_id[layer].inputs[0] != INPUT:
+            earlier = by_id[layer].inputs[0]
+            if len(graph.types[earlier].shape) != 3:
+                break
+            layer, shape = earlier, graph.types[earlier].shape
+        if shape[0] * shape[1] < MIN_CELLS:
+            layer = source
+        if layer not in found:
+            found.append(layer)
     return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from domain.ingest.text import TextEncoder
 from synthesis.budget import Budget
 from synthesis.deliver import Delivered
 from synthesis.explain import ReportData, Subject, build_report
+from synthesis.explain.render import page
 from synthesis.explain.report import OutOfReportTime
 from synthesis.progress import Cancelled, Shielded
 from synthesis.reports import explained
@@ -48,14 +50,43 @@ def test_an_image_report_holds_every_part(digits: tuple[Subject, ReportData]) ->
         assert set(example["images"]) == set(c["methods"])
         assert all(f in report.images for f in example["images"].values())
     suspects = c["suspect_labels"]
-    assert len(suspects) == max(100, round(0.1 * 1797))
-    assert [s["score"] for s in suspects] == sorted((s["score"] for s in suspects), reverse=True)
-    for s in suspects:  # `row` is the uploaded row: its given label is that row's
-        assert s["given"] == f"digit {data.y[int(np.where(data.rows == s['row'])[0][0])]}"
+    assert c["suspects"]["rows_checked"] == 1500 and c["suspects"]["found"] == len(suspects)
+    for s in suspects:  # `row` is the uploaded row: its given label is that row's, and another is suggested
+        assert s["given"] == f"digit {data.y[int(np.where(data.rows == s['row'])[0][0])]}" != s["suggested"]
+    assert c["faithfulness"]["integrated-gradients"]["better_than_random"]
+    assert {"insertion_auc", "random_insertion_auc"} <= set(c["faithfulness"]["gradcam"])
     assert {len(e["helped"]) for e in c["influence"]["examples"]} == {5}
     files = report.files()
     assert json.loads(files["report.json"]) == c and "confusion.png" in files and "reliability.png" in files
     assert "data:image/png;base64," in report.html and "http" not in report.html  # opens offline
+
+
+def test_suspect_labels_come_from_out_of_fold_probabilities_where_there_are_some(
+        digits: tuple[Subject, ReportData]) -> None:
+    """Given out-of-fold probabilities of the training rows, a row whose label has under the threshold of them while
+    another leads is listed with its uploaded position, and the rows outside them are not checked."""
+    subject, data = digits
+    train = np.arange(100)
+    proba = np.eye(10)[data.y[train]] * 0.9 + 0.01
+    proba[7] = 0.01
+    proba[7, (data.y[7] + 3) % 10] = 0.91
+    proba[8, data.y[8]], proba[8, (data.y[8] + 1) % 10] = 0.19, 0.72  # under the threshold: listed
+    c = build_report(subject, replace(data, held_out=(train, proba))).content
+    assert c["suspects"]["rows_checked"] == 100 and "linear floor" in c["suspects"]["method"]
+    assert [(s["row"], s["given"], s["suggested"]) for s in c["suspect_labels"]] == [
+        (data.row(7), f"digit {data.y[7]}", f"digit {(data.y[7] + 3) % 10}"),
+        (data.row(8), f"digit {data.y[8]}", f"digit {(data.y[8] + 1) % 10}")]
+
+
+def test_the_report_page_says_when_a_method_failed_its_check(digits: tuple[Subject, ReportData]) -> None:
+    subject, data = digits
+    report = build_report(subject, data)
+    content = json.loads(json.dumps(report.content))
+    assert "not better than random" not in page(content, report.images)
+    content["faithfulness"]["gradcam"]["better_than_random"] = False
+    html = page(content, report.images)
+    assert html.count("not better than random order on this model") == 1
+    assert html.count("gradcam (failed its check)") == len(content["examples"])
 
 
 def _calls_until_out_of_time(n: int) -> Any:

@@ -69,12 +69,13 @@ def test_padding_gets_no_attribution_and_the_words_alone_are_complete() -> None:
 
 
 @pytest.mark.parametrize("name", ["integrated-gradients", "occlusion"])
-def test_deleting_words_in_attribution_order_lowers_the_probability_faster_than_at_random(
+def test_words_in_attribution_order_lower_the_probability_faster_than_at_random_and_restore_it_faster(
         keywords: dict[str, Any], name: str) -> None:
     subject, texts, y = keywords["subject"], keywords["texts"][:30], keywords["y"][:30]
     scores = METHODS[name].texts(subject, texts, y)
-    assert checks.text_deletion(subject, texts, y, scores).mean() < checks.text_deletion(
-        subject, texts, y, scores, "random").mean()
+    verdict = checks.faithfulness(lambda mode, order: checks.text_curve(subject, texts, y, scores, mode, order))
+    assert verdict["deletion_auc"] < verdict["random_deletion_auc"]
+    assert verdict["insertion_auc"] > verdict["random_insertion_auc"] and verdict["better_than_random"]
 
 
 def test_gradcam_refuses_text_models(keywords: dict[str, Any]) -> None:

@@ -131,6 +131,7 @@ export function Explainability({ report }: { report: ReportOut }) {
   const [method, setMethod] = useState(methods[0] ?? "");
   const examples = arr(content.examples).map(obj);
   const suspects = arr(content.suspect_labels).map(obj);
+  const found = obj(content.suspects);
   const faithfulness = obj(content.faithfulness);
   const omitted = arr(content.omitted).map(String);
   const settings = obj(obj(content.methods)[method]);
@@ -163,10 +164,19 @@ export function Explainability({ report }: { report: ReportOut }) {
             <p className="muted">
               {num(settings.seconds_per_input) !== null ? `${formatNumber(num(settings.seconds_per_input), 3)} s per input. ` : ""}
               {num(faith.deletion_auc) !== null
-                ? `Deletion AUC ${formatNumber(num(faith.deletion_auc), 3)} against ${formatNumber(num(faith.random_deletion_auc), 3)} for random order (lower is more faithful).`
+                ? `Deletion AUC ${formatNumber(num(faith.deletion_auc), 3)} against ${formatNumber(num(faith.random_deletion_auc), 3)} for random order (lower is more faithful). `
+                : ""}
+              {num(faith.insertion_auc) !== null
+                ? `Insertion AUC ${formatNumber(num(faith.insertion_auc), 3)} against ${formatNumber(num(faith.random_insertion_auc), 3)} (higher is more faithful).`
                 : ""}
             </p>
           </div>
+          {faith.better_than_random === false ? (
+            <p className="error" role="alert">
+              {methodName(method)} failed its check on this model: removing or adding pixels or words in its order is not
+              better than a random order, so its maps are not evidence of what the model uses.
+            </p>
+          ) : null}
           <ul className={modality === "image" ? "thumbs examples" : "sample-texts"}>
             {examples.map((example, i) => (
               <Example key={`${num(example.row) ?? i}`} example={example} images={report.images} modality={modality} method={method} />
@@ -177,6 +187,12 @@ export function Explainability({ report }: { report: ReportOut }) {
         <p className="muted">No attributions in this report.</p>
       )}
       <h3>Suspect labels</h3>
+      {num(found.rows_checked) !== null ? (
+        <p className="muted">
+          {num(found.found)} of {num(found.rows_checked)} training rows: their label has under{" "}
+          {formatNumber(100 * (num(found.threshold) ?? 0), 0)} % of the {str(found.method)}, and another label leads.
+        </p>
+      ) : null}
       {suspects.length === 0 ? (
         <p className="muted">{omitted.includes("suspect_labels") ? "Left out for lack of time." : "None found."}</p>
       ) : (
@@ -188,7 +204,8 @@ export function Explainability({ report }: { report: ReportOut }) {
                 <th scope="col" className="num">Row</th>
                 <th scope="col">Given label</th>
                 <th scope="col">Suggested</th>
-                <th scope="col" className="num">Score</th>
+                <th scope="col" className="num">P(given)</th>
+                <th scope="col" className="num">P(suggested)</th>
               </tr>
             </thead>
             <tbody>
@@ -197,7 +214,8 @@ export function Explainability({ report }: { report: ReportOut }) {
                   <td className="num">{num(s.row)}</td>
                   <td>{str(s.given)}</td>
                   <td>{str(s.suggested)}</td>
-                  <td className="num">{formatNumber(num(s.score), 3)}</td>
+                  <td className="num">{formatNumber(num(s.given_share), 2)}</td>
+                  <td className="num">{formatNumber(num(s.suggested_share), 2)}</td>
                 </tr>
               ))}
             </tbody>

@@ -23,9 +23,10 @@ const REPORT = {
   report: {
     version: 1, variant: "dense", modality: "image", classes: ["cat", "dog"], seconds: 3.2, omitted: [],
     global: { test_rows: 10, accuracy: 0.9, confusion_matrix: [[5, 0], [1, 4]], per_class: [{ class: "cat", precision: 0.83, recall: 1, f1: 0.9, support: 5 }], calibration: { ece: 0.05, bins: [] } },
-    methods: { gradcam: { layers: ["conv2"], seconds_per_input: 0.01 } }, faithfulness: { gradcam: { deletion_auc: 0.3, random_deletion_auc: 0.5 } },
+    methods: { gradcam: { layers: ["conv2"], seconds_per_input: 0.01 } }, faithfulness: { gradcam: { deletion_auc: 0.6, random_deletion_auc: 0.5, insertion_auc: 0.4, random_insertion_auc: 0.45, better_than_random: false } },
     examples: [{ row: 3, given: "dog", predicted: "cat", probability: 0.8, images: { gradcam: "row3_gradcam.png" } }],
-    suspect_labels: [{ row: 7, given: "cat", suggested: "dog", score: 2.5 }],
+    suspect_labels: [{ row: 7, given: "cat", suggested: "dog", given_share: 0.05, suggested_share: 0.95 }],
+    suspects: { method: "out-of-fold probabilities of the cross-validated linear floor", threshold: 0.2, found: 1, rows_checked: 40 },
   },
 };
 
@@ -83,6 +84,9 @@ describe("model page", () => {
     expect(screen.getByRole("img", { name: /Grad-CAM of Row 3: given dog, predicted cat/ })).toHaveAttribute("src", `${BASE}/report/images/row3_gradcam.png`);
     expect(screen.getByRole("link", { name: "Open report page" })).toHaveAttribute("href", `${BASE}/report.html`);
     expect(screen.getByRole("cell", { name: "7" })).toBeInTheDocument();
+    expect(screen.getByRole("cell", { name: "0.95" })).toBeInTheDocument();
+    expect(screen.getByText(/1 of 40 training rows: their label has under 20 %/)).toBeInTheDocument();
+    expect(screen.getByRole("alert")).toHaveTextContent("Grad-CAM failed its check on this model");
 
     await user.upload(screen.getByLabelText("Image"), new File([new Uint8Array(10)], "seven.png", { type: "image/png" }));
     await user.click(screen.getByRole("button", { name: "Predict" }));
