@@ -23,6 +23,7 @@ from store.db import session_scope
 from store.jobs import append_event, transition
 from store.models import Candidate, CandidateStatus, JobState, TrialState, TrialTask
 from tests.api.conftest import Account
+from tests.services import unavailable
 from tests.store.factories import make_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_queue_depth_is_the_redis_list_length(settings: Settings, account: Accou
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.RedisError as exc:
-        pytest.skip(f"no Redis at {url}: {exc}")
+        unavailable(f"no Redis at {url}: {exc}")
     queue = f"test-{uuid.uuid4().hex[:8]}"
     app = create_app(settings.model_copy(update={"broker_url": url, "default_queue": queue}))
     try:

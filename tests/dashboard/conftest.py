@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Error, Page, sync_playwright
 
+from tests.services import unavailable
 from tests.workers.conftest import digits, pg_db, pg_redis_settings, pg_skip_reason, redis_url, worker_factory
 
 __all__ = ["digits", "pg_db", "pg_redis_settings", "pg_skip_reason", "redis_url", "worker_factory"]
@@ -24,21 +25,14 @@ EXPECTED_REFUSAL = re.compile(r"Failed to load resource: the server responded wi
 key, a refused upload, a report not built yet). Anything else logged as an error fails the test."""
 
 
-def _missing(what: str) -> None:
-    """Skip when a prerequisite is missing, but fail in CI, where `.ci/run` and `make test` provide both."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI: {what}")
-    pytest.skip(what)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Headless Chromium from Debian's package. Module-scoped: Playwright's sync API keeps an asyncio loop running
     in the thread while it is open, and later tests in the same process call `asyncio.run`."""
     if not os.access(CHROMIUM, os.X_OK):
-        _missing(f"{CHROMIUM} is not installed (apt-get install chromium)")
+        unavailable(f"{CHROMIUM} is not installed (apt-get install chromium)")
     if not (BUILD / "index.html").is_file():
-        _missing(f"the dashboard is not built ({BUILD}; make frontend builds it)")
+        unavailable(f"the dashboard is not built ({BUILD}; make frontend builds it)")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         yield browser

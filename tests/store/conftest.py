@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import make_engine, make_session_factory
 from store.migrate import upgrade
+from tests.services import unavailable
 from tests.store.s3server import S3Server, s3_skip_reason
 
 PG_ADMIN = os.environ.get("NETSYNTH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -34,7 +35,7 @@ def pg_skip_reason() -> str | None:
 
 def _fresh_pg_database(reason: str | None) -> Iterator[str]:
     if reason is not None:
-        pytest.skip(reason)
+        unavailable(reason)
     name = f"netsynth_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -87,9 +88,7 @@ def session(factory: sessionmaker[Session]) -> Iterator[Session]:
 def s3_server() -> Iterator[S3Server]:
     """A real S3-compatible server (SeaweedFS) for the session; skips when `weed` is missing, fails on CI."""
     if (reason := s3_skip_reason()) is not None:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(reason)
     server = S3Server().start()
     try:
         yield server

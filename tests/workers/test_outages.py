@@ -22,6 +22,7 @@ from infra.settings import Settings
 from store.blobs import ABANDONED_AFTER_S, PARTIAL, FileBlobStore
 from store.migrate import upgrade
 from store.models import Dataset, JobState
+from tests.services import unavailable
 from tests.workers.conftest import Digits, make_keys
 from tests.workers.jobs import Db, submit
 from tests.workers.servers import PostgresServer, RedisServer, private_postgres_skip_reason
@@ -41,7 +42,7 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture
 def postgres_server() -> Iterator[PostgresServer]:
     if (reason := private_postgres_skip_reason()) is not None:
-        pytest.skip(reason)
+        unavailable(reason)
     server = PostgresServer().start()
     yield server
     server.close()
