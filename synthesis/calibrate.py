@@ -7,10 +7,8 @@ Guo et al., "On Calibration of Modern Neural Networks", ICML 2017); `core.temper
 logits layers, so the native model, ONNX and the predict endpoint all return the calibrated probabilities.
 
 The held-out predictions are those nothing that shipped trained on: a text model's out-of-fold predictions where
-`synthesis.ensemble` compares it with the floor (it calibrates those itself), else the validation rows' predictions
-of the weights validated on them. After a refit on the validation rows (images), those are the search's weights of
-the same network and recipe, and their temperature is carried over to the refit weights (as AutoGluon's refit
-models keep their parent's).
+`synthesis.ensemble` compares it with the floor (it calibrates those itself), else the shipped weights' own
+predictions of validation rows they did not train on (after a refit, the rows it left out: `synthesis.final`).
 """
 
 from __future__ import annotations
@@ -39,14 +37,37 @@ def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return (*losses[best], best)
 
 
-def calibrate(spec: Spec, variables: dict[str, Any], held_out: dict[str, Any] | None, x: np.ndarray, y: np.ndarray,
-              monitor: Monitor) -> dict[str, Any]:
-    """`variables` with their logits divided by the temperature that fits the predictions of `held_out` (weights of
-    `spec` that did not train on `x`) to labels `y`; unchanged where there are no such weights or rows."""
-    if held_out is None or not len(y):
+def calibrate(spec: Spec, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, monitor: Monitor
+              ) -> dict[str, Any]:
+    """`variables` (weights of `spec` that did not train on rows `x`) with their logits divided by the temperature
+    that fits their predictions of `x` to labels `y`; unchanged where there are no such rows."""
+    if not len(y):
         return variables
-    log_p = np.log(np.maximum(predict_proba(build(spec), held_out, x), 1e-30))
+    log_p = np.log(np.maximum(predict_proba(build(spec), variables, x), 1e-30))
     _, loss, temperature = calibrated(log_p, y)
     monitor.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
                                   "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
+    return scale_logits(spec, variables, 1.0 / temperature)
+
+
+def matching_temperature(reference: np.ndarray, log_p: np.ndarray) -> float:
+    """The temperature of :data:`TEMPERATURES` that brings log-probabilities `log_p` closest (cross-entropy) to the
+    probabilities `reference` of the same rows."""
+    def distance(t: float) -> float:
+        z = log_p / t
+        return float(-np.mean(np.sum(reference * (z - np.logaddexp.reduce(z, axis=1, keepdims=True)), axis=1)))
+    return min(TEMPERATURES, key=distance)
+
+
+def calibrated_like(spec: Spec, variables: dict[str, Any], reference: np.ndarray, x: np.ndarray, monitor: Monitor
+                    ) -> dict[str, Any]:
+    """`variables` with their logits divided by the temperature that brings their probabilities of rows `x` closest
+    to the calibrated probabilities `reference` of another network of the same rows (a compressed network, which
+    fine-tuning leaves more or less sure than the calibrated one it came from, takes back its confidence, with no
+    held-out labels needed); unchanged without rows."""
+    if not len(x):
+        return variables
+    temperature = matching_temperature(reference, np.log(np.maximum(predict_proba(build(spec), variables, x),
+                                                                     1e-30)))
+    monitor.event("compressed_calibration", {"temperature": round(temperature, 4), "rows": len(x)})
     return scale_logits(spec, variables, 1.0 / temperature)

@@ -134,7 +134,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, monitor: Mo
     winner, variables = final.winner, final.variables
     spec = space.to_spec(winner.candidate, info)
     if not compared:
-        delivered = calibrate(spec, delivered, final.held_out_variables(), data.x_val, data.y_val, monitor)
+        delivered = calibrate(spec, delivered, *final.held_out(data), monitor)
     if search.stop_reason not in INTERRUPTED and options.compress:
         base = replace(winner.candidate.hparams.to_train_config(epochs=1, seed=options.seed + 20_000,
                                                                 time_limit_s=None, patience=None), flip=flip)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from core.data import Dataset
 from core.evaluation import evaluate
 from core.model import build
@@ -45,10 +47,23 @@ def refits(info: space.SpaceInfo) -> bool:
     return info.modality == "image"
 
 
+CALIBRATION_ROWS = 1000
+"""The most validation rows a refit leaves out, so that its own weights are calibrated on rows they did not train on
+(half the validation rows when there are fewer than twice as many): another network's temperature does not fit them,
+as the search's weights, trained on fewer rows for fewer epochs, are more or less sure of themselves."""
+
+
+def calibration_rows(data: Dataset) -> int:
+    """How many validation rows, the last ones, a refit leaves out for calibration."""
+    return min(CALIBRATION_ROWS, len(data.y_val) // 2)
+
+
 def refit_rows(data: Dataset) -> Dataset:
-    """The training and validation rows together as training rows; the validation rows are still evaluated after
-    each epoch, as a check that training went well, no longer as a held-out score."""
-    return Dataset(*labelled(data), data.x_val, data.y_val)
+    """The training rows and the validation rows but the last `calibration_rows` together as training rows; the
+    rows left out are evaluated after each epoch, as a check that training went well, and calibrate the weights."""
+    cut = len(data.y_val) - calibration_rows(data)
+    x, y = labelled(Dataset(data.x_train, data.y_train, data.x_val[:cut], data.y_val[:cut]))
+    return Dataset(x, y, data.x_val[cut:], data.y_val[cut:])
 
 
 @dataclass
@@ -74,12 +89,11 @@ class Final:
         measured = trial.result.best_metric if trial.result is not None else None
         return cls(trial, variables, trial.seconds if trained_s is None else trained_s, val_accuracy=measured)
 
-    def held_out_variables(self) -> dict[str, Any] | None:
-        """Weights of this network that did not train on the validation rows: its own, else (after a refit) the
-        search's of the same network and recipe; None where there are none."""
-        if not self.refit:
-            return self.variables
-        return self.winner.result.variables if self.winner.result is not None else None
+    def held_out(self, data: Dataset) -> tuple[np.ndarray, np.ndarray]:
+        """The validation rows this network's weights did not train on: all of them, or after a refit
+        (`refit_rows`) those it left out."""
+        held = refit_rows(data) if self.refit else data
+        return held.x_val, held.y_val
 
 
 def ranked(search: Search) -> list[Trial]:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from core import artifact, tree
 from core.data import Dataset
+from core.evaluation import predict_proba
 from core.reparam import Reparam
 from core.spec import Spec
 from core.train_config import TrainConfig
 from domain.rules import DEFAULT_TOLERANCE
 from synthesis.budget import Budget
+from synthesis.calibrate import calibrated_like
 from synthesis.compress.connections import weight_leaves
 from synthesis.compress.context import Context, Options, State
 from synthesis.compress.figures import dense_bytes, figures
@@ -162,7 +164,10 @@ def shared_weights(state: State) -> bool:
 def finish(ctx: Context, start: State, best: State, stop_reason: str, tolerance: float,
            before: dict[str, Any], took: Callable[[], float]) -> Compressed:
     """Pack the accepted network, check the artifact decodes to it bit for bit, measure it (`before`: the
-    original's figures; `took`: the seconds compression has taken so far)."""
+    original's figures; `took`: the seconds compression has taken so far). Its logits are first scaled so that its
+    probabilities match the original's (`synthesis.calibrate.calibrated_like`): the original ships calibrated."""
+    reference = predict_proba(ctx.model(start.spec), start.variables, ctx.data.x_val)
+    best = replace(best, variables=calibrated_like(best.spec, best.variables, reference, ctx.data.x_val, ctx.monitor))
     packed = ctx.packed(best)
     check_round_trip(packed, best)
     after, delivered = figures(best.spec, best.variables, best.reparam, best.accuracy, ctx.data.x_val, packed)

@@ -26,7 +26,7 @@ from synthesis.explain.subject import Subject, output_layers
 
 NEIGHBOURS = 20
 """Neighbours that judge a row (fewer when the smallest class has fewer other rows)."""
-SHARE = 0.2
+SHARE = 0.1
 """A row is suspect when under this share of its neighbours carry its label."""
 REFERENCE_ROWS = 10_000
 """The most rows neighbours are sought among."""

@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from core.data import Dataset
 from core.evaluation import predict_proba
 from core.model import build
+from core.temperature import scale_logits
 from core.train_config import TrainConfig
 from core.training import train
 from synthesis.budget import Budget
-from synthesis.calibrate import calibrate
+from synthesis.calibrate import calibrate, calibrated_like
 from synthesis.engine import synthesize
 from synthesis.explain.summary import calibration
 from synthesis.interface import Options, Task
@@ -34,7 +36,7 @@ def test_a_label_smoothed_network_is_calibrated_on_held_out_rows_without_changin
     config = TrainConfig(epochs=30, learning_rate=3e-3, label_smoothing=0.3, max_shift=0, patience=None)
     variables = train(build(spec), data, config).variables
     events = Events()
-    shipped = calibrate(spec, variables, variables, data.x_val, data.y_val, events)
+    shipped = calibrate(spec, variables, data.x_val, data.y_val, events)
     before, after = (predict_proba(build(spec), v, x_test) for v in (variables, shipped))
     np.testing.assert_array_equal(before.argmax(axis=1), after.argmax(axis=1))
     (event,) = events.of("calibration")
@@ -43,23 +45,37 @@ def test_a_label_smoothed_network_is_calibrated_on_held_out_rows_without_changin
     assert scores(np.log(after), y_test)[1] < scores(np.log(before), y_test)[1]
 
 
-def test_without_held_out_weights_or_rows_nothing_changes(digits: tuple[Dataset, Any]) -> None:
+def test_without_held_out_rows_nothing_changes(digits: tuple[Dataset, Any]) -> None:
     data, info = digits
     spec = to_spec(seeds(info)[0], info)
     variables = build(spec).init(__import__("jax").random.key(0))
     events = Events()
-    assert calibrate(spec, variables, None, data.x_val, data.y_val, events) is variables
-    assert calibrate(spec, variables, variables, data.x_val[:0], data.y_val[:0], events) is variables
+    assert calibrate(spec, variables, data.x_val[:0], data.y_val[:0], events) is variables
     assert events.of("calibration") == []
 
 
 def test_an_image_job_ships_calibrated_and_reports_its_test_calibration(digits_task: Task) -> None:
-    """The refit network takes the temperature of its search weights on the validation rows; the model's metrics
-    hold the test split's expected calibration error and reliability diagram."""
+    """The refit network is calibrated on the validation rows it left out of its training; the model's metrics hold
+    the test split's expected calibration error and reliability diagram."""
     events = Events()
     result = synthesize(digits_task, Budget(epochs=12), Options(seed=0, latency=LATENCY, compress=False), events)
     (event,) = events.of("calibration")
-    assert event["rows"] == result.split["val"] and event["loss_after"] <= event["loss_before"]
+    assert event["rows"] == result.split["val"] // 2 and event["loss_after"] <= event["loss_before"]
     metrics = result.model.metrics
     bins = metrics["test_reliability"]
     assert sum(b["count"] for b in bins) == result.split["test"] and 0 <= metrics["test_ece"] <= 1
+
+
+def test_a_compressed_network_takes_back_the_confidence_of_the_calibrated_one(digits: tuple[Dataset, Any]) -> None:
+    """A copy of a network twice as sure of itself (its logits doubled, as fine-tuning may leave a compressed
+    network) gets the temperature 2 back from the original's probabilities alone, and then returns them."""
+    data, info = digits
+    spec = to_spec(seeds(info)[0], info)
+    variables = build(spec).init(__import__("jax").random.key(0))
+    reference = predict_proba(build(spec), variables, data.x_val)
+    sure = scale_logits(spec, variables, 2.0)
+    events = Events()
+    matched = calibrated_like(spec, sure, reference, data.x_val, events)
+    assert events.of("compressed_calibration")[0]["temperature"] == pytest.approx(2.0, rel=0.05)
+    np.testing.assert_allclose(predict_proba(build(spec), matched, data.x_val), reference, atol=0.02)
+    assert not np.allclose(predict_proba(build(spec), sure, data.x_val), reference, atol=0.02)

@@ -19,7 +19,7 @@ from domain.onnx_run import OnnxClassifier
 from synthesis import engine, select
 from synthesis.budget import IMAGES, LARGE_DATA, STAGES, Budget
 from synthesis.engine import synthesize
-from synthesis.final import validates_better
+from synthesis.final import CALIBRATION_ROWS, validates_better
 from synthesis.interface import Options, Synthesis, Task
 from synthesis.pareto import dominates
 from synthesis.search import Search
@@ -143,7 +143,8 @@ def test_an_image_time_budget_mostly_trains_the_network_that_ships_and_says_wher
     assert budget.schedule == IMAGES and IMAGES.final > 0.6
     (final,) = events.of("final")
     assert final["refit"] and final["from_search"]
-    assert final["train_rows"] == result.split["train"] + result.split["val"]
+    assert final["train_rows"] == result.split["train"] + result.split["val"] - min(CALIBRATION_ROWS,
+                                                                                    result.split["val"] // 2)
     spent = result.model.metrics["time_spent"]
     assert events.of("time_spent") == [spent]
     stages = [spent[f"{stage}_s"] for stage in STAGES]
@@ -156,17 +157,20 @@ def test_an_image_time_budget_mostly_trains_the_network_that_ships_and_says_wher
     assert result.model.metrics["search_val_accuracy"] == pytest.approx(max(winner["curve"]), abs=1e-6)  # measured
 
 
-def test_large_data_is_searched_on_a_sample_and_trained_finally_on_every_labelled_row(
+def test_large_data_is_searched_on_a_sample_and_trained_finally_on_the_labelled_rows_calibration_leaves(
         digits_task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
     """An image search on a sample; the final training continues the leader's search weights on all training and
-    validation rows (the refit), and the image schedule gives it most of the budget."""
+    validation rows but the ones it leaves out to calibrate its own weights on (the refit), and the image schedule
+    gives it most of the budget."""
     monkeypatch.setattr(engine, "SEARCH_ROWS", 120)  # digits_task trains on 360 rows: "large" here
     events, budget, searches = Events(), Budget(epochs=8), _record_searches(monkeypatch)
     result = synthesize(digits_task, budget, Options(latency=LATENCY, compress=False), events)
     train_rows, searched_rows = result.split["train"], [len(s.data.x_train) for s in searches]
     assert searched_rows == [events.of("split")[0]["search_train"]] and abs(searched_rows[0] - 120) <= 10
     (final,) = events.of("final")
-    assert final["train_rows"] == train_rows + result.split["val"] and train_rows > 300 and final["refit"]
+    left_out = min(CALIBRATION_ROWS, result.split["val"] // 2)
+    assert final["train_rows"] == train_rows + result.split["val"] - left_out and train_rows > 300 and final["refit"]
+    assert [e["rows"] for e in events.of("calibration")] == [left_out] and left_out > 0
     assert budget.schedule == LARGE_DATA  # an epoch budget: the final training, on all rows, gets the larger share
     assert result.model.metrics["refit"] is True and result.model.metrics["test_accuracy"] > 0.3
     _assert_final_start(events, searches[0], from_search=True)  # images continue from the search weights

@@ -70,7 +70,8 @@ def test_suspect_labels_come_from_out_of_fold_probabilities_where_there_are_some
     proba = np.eye(10)[data.y[train]] * 0.9 + 0.01
     proba[7] = 0.01
     proba[7, (data.y[7] + 3) % 10] = 0.91
-    proba[8, data.y[8]], proba[8, (data.y[8] + 1) % 10] = 0.19, 0.72  # under the threshold: listed
+    proba[8, data.y[8]], proba[8, (data.y[8] + 1) % 10] = 0.09, 0.82  # under the threshold: listed
+    proba[9, data.y[9]], proba[9, (data.y[9] + 1) % 10] = 0.11, 0.80  # over it: not listed
     c = build_report(subject, replace(data, held_out=(train, proba))).content
     assert c["suspects"]["rows_checked"] == 100 and "linear floor" in c["suspects"]["method"]
     assert [(s["row"], s["given"], s["suggested"]) for s in c["suspect_labels"]] == [
