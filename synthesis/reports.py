@@ -54,16 +54,16 @@ def _deadline(budget: Budget, share: float, monitor: Shielded) -> Callable[[], N
 
 def explained(model: Delivered, variant: str, weights: dict[str, Any], data: ReportData, codec: TextCodec | None,
               budget: Budget, monitor: Shielded, checkpoints: Sequence[dict[str, Any]] = (), share: float = 1.0,
-              judge: Subject | None = None) -> Delivered:
+              judge: Subject | None = None, found: dict[str, Any] | None = None) -> Delivered:
     """`model` with its report, built in `share` of the budget's time left (an event says what it holds, or why
     there is none: its time ran out before its global figures, or the caller interrupted the job); `judge` decides
-    the suspect labels (`build_report`)."""
+    the suspect labels, or `found` gives them (`build_report`)."""
     started = time.perf_counter()
     check = _deadline(budget, share, monitor)
     try:
         check()
         subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
-        report = build_report(subject, data, variant, checkpoints, check, judge)
+        report = build_report(subject, data, variant, checkpoints, check, judge, found)
     except OutOfReportTime as exc:
         monitor.event("report", {"variant": variant, "built": False, "reason": str(exc)})
         return model
@@ -81,14 +81,16 @@ def explain_variants(model: Delivered, variables: dict[str, Any], compressed: Co
                      data: ReportData, codec: TextCodec | None, budget: Budget, monitor: Shielded,
                      snapshots: Sequence[dict[str, Any]] = ()) -> tuple[Delivered, CompressedVariant | None]:
     """The delivered variants with their reports, the dense one (traced over `snapshots` too) first. Both list the
-    suspect labels the dense network's features at its first snapshot find: the labels are the data's, not a
-    variant's, and fine-tuned weights have memorised more of them."""
+    suspect labels the dense network's features at its first snapshot find, found once, for the dense report: the
+    labels are the data's, not a variant's, and fine-tuned weights have memorised more of them."""
     judge = Subject.of(Spec.from_dict(model.spec), snapshots[0] if snapshots else variables, codec)
     model = explained(model, "dense", variables, data, codec, budget, monitor, snapshots,
                       share=1.0 if compressed is None else 0.5, judge=judge)
     if compressed is not None:
+        found = ({k: model.report.content[k] for k in ("suspect_labels", "suspects")}
+                 if model.report is not None and "suspects" in model.report.content else None)
         small = explained(compressed.model, "compressed", artifact.decode(compressed.model.weights).variables, data,
-                          codec, budget, monitor, judge=judge)
+                          codec, budget, monitor, judge=judge, found=found)
         compressed = replace(compressed, model=small)
     return model, compressed
 

@@ -27,7 +27,7 @@ EXAMPLES = 24
 INFLUENCE_EXAMPLES, INFLUENCE_ROWS = 6, 5
 """Test predictions traced to their training rows, and the rows listed per direction (helped, hurt)."""
 SUSPECTS_LISTED = 1000
-"""Suspect labels listed at most (`suspect_count` says how many were found)."""
+"""Suspect labels listed at most (`suspects.found` says how many were found)."""
 IMAGE_METHODS, TEXT_METHODS = ("gradcam", "integrated-gradients", "smoothgrad"), ("integrated-gradients",
                                                                                   "occlusion")
 
@@ -81,10 +81,11 @@ class OutOfReportTime(Exception):
 
 def build_report(subject: Subject, data: ReportData, variant: str = "dense",
                  checkpoints: Sequence[dict[str, Any]] = (), check: Callable[[], None] | None = None,
-                 judge: Subject | None = None) -> Report:
+                 judge: Subject | None = None, found: dict[str, Any] | None = None) -> Report:
     """The report of `subject` on `data`; `checkpoints` are earlier weights of the final training (TracIn; the
     subject's own weights always count); `judge` is the network whose features decide the suspect labels (by default
-    the subject at its first checkpoint, else the subject itself: `synthesis.explain.suspects`).
+    the subject at its first checkpoint, else the subject itself: `synthesis.explain.suspects`); `found` is another
+    report's suspect part of the same data and judge, taken as it is (the labels are the data's, not a variant's).
 
     Its parts are built in order of worth for their cost — global figures, suspect labels (a forward pass over the
     training rows), each method's attributions of a few examples with their checks, then influence over every
@@ -96,8 +97,9 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
     started = time.perf_counter()
     report = _Builder(subject, data, variant)
     judge = judge or (subject.with_variables(checkpoints[0]) if checkpoints else subject)
-    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [("global", lambda: report.global_part(tick)),
-                                                             ("suspect_labels", lambda: report.suspects(judge, tick))]
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("global", lambda: report.global_part(tick)),
+        ("suspect_labels", lambda: dict(found) if found is not None else report.suspects(judge, tick))]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
     steps = [subject.with_variables(v) for v in checkpoints] + [subject]
@@ -229,9 +231,9 @@ class _Builder:
             train, proba = data.held_out
             method = "out-of-fold probabilities of the cross-validated linear floor"
         else:
-            train = np.asarray(data.train)
+            train = np.asarray(data.train) if len(data.train) > 1 else np.zeros(0, np.int64)
             proba = suspects.neighbour_shares(suspects.features(judge, data.x[train], tick), data.y[train],
-                                              len(classes)) if len(train) > 1 else np.zeros((0, len(classes)))
+                                              len(classes)) if len(train) else np.zeros((0, len(classes)))
             method = f"labels of the {suspects.NEIGHBOURS} nearest training rows in the network's early features"
         rows = np.array([data.row(int(i)) for i in train], np.int64)
         found = suspects.suspect_labels(proba, data.y[train], rows)

@@ -167,3 +167,12 @@ def test_a_report_with_no_time_left_is_absent_and_says_why(digits: tuple[Subject
     inner.progress = lambda fraction, metrics: None  # type: ignore[method-assign]
     model = explained(_delivered(subject), "dense", subject.variables, data, None, budget, Shielded(inner))
     assert model.report is None and inner.events[0][1]["built"] is False and "ran out" in inner.events[0][1]["reason"]
+
+
+def test_a_report_given_another_reports_suspects_lists_them_as_they_are(digits: tuple[Subject, ReportData]) -> None:
+    subject, data = digits
+    found = {"suspect_labels": [{"row": 3, "given": "digit 1", "suggested": "digit 7", "given_share": 0.0,
+                                 "suggested_share": 1.0}],
+             "suspects": {"method": "m", "threshold": 0.1, "found": 1, "rows_checked": 1500}}
+    c = build_report(subject, data, "compressed", found=found).content
+    assert c["suspect_labels"] == found["suspect_labels"] and c["suspects"] == found["suspects"]
