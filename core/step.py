@@ -124,16 +124,26 @@ class TrainStep:
                  mesh: jax.sharding.Mesh | None) -> None:
         self._jitted, self._reparam, self._mesh = jitted, reparam, mesh
         self._lengths: Any = None
-        self.warmup = 0
+        self.warmup, self.warmup_fraction = 0, 0.0
         if lengths is not None:
-            self.warmup = int(lengths[0])
+            self.warmup, self.warmup_fraction = int(lengths[0]), float(lengths[0]) / max(float(lengths[1]), 1.0)
             self.retime(int(lengths[1]))
 
+    @property
+    def lengths(self) -> tuple[int, int] | None:
+        """The schedule's ``(warm-up, total)`` steps now; None when they are compiled in."""
+        if self._lengths is None:
+            return None
+        warmup, total = np.asarray(jax.device_get(self._lengths)).tolist()
+        return int(warmup), int(total)
+
     def retime(self, total_steps: int) -> None:
-        """End the schedule at ``total_steps`` (its warm-up as planned): the rate follows the new cosine from the
-        next step on."""
+        """End the schedule at ``total_steps``: the rate follows the new cosine from the next step on. The warm-up
+        keeps its planned steps, or its planned share of a shorter run (a run cut to a tenth would otherwise be
+        all warm-up)."""
         total = max(int(total_steps), 1)
-        lengths: Any = jnp.asarray(np.asarray([min(self.warmup, total - 1), total], np.int32))
+        warmup = min(self.warmup, int(self.warmup_fraction * total), total - 1)
+        lengths: Any = jnp.asarray(np.asarray([warmup, total], np.int32))
         self._lengths = lengths if self._mesh is None else parallel.replicate(lengths, self._mesh)
 
     def __call__(self, state: TrainState, x: jax.Array, y: jax.Array, key: jax.Array

@@ -380,3 +380,35 @@ def test_a_run_that_keeps_its_last_weights_returns_the_last_epoch(early, data: D
     assert last.best_epoch == len(last.history) == 12
     assert last.best_metric == last.history[-1]["val_accuracy"]
     assert evaluate(model, last.variables, data.x_val, data.y_val)["accuracy"] == last.best_metric
+
+
+def test_a_run_whose_first_epoch_outlasts_its_deadline_ends_its_schedule_before_it(
+        data: Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``until_deadline`` with a plan far longer than the time (50 epochs of 40 steps, room for under 30):
+    the schedule is shortened within the first epoch and ends on its own (``completed``), not cut by the deadline
+    at its peak rate. A fake clock advances half a second on every reading, so a step takes one second."""
+    clock = iter(np.arange(0.0, 1e6, 0.5))
+    monkeypatch.setattr(training, "time", SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    config = TrainConfig(epochs=50, batch_size=4, patience=None, time_limit_s=30.0, seed=0)
+    cut = train(build(tiny_spec()), data, config)
+    timed = train(build(tiny_spec()), data, replace(config, until_deadline=True))
+    assert cut.stop_reason == "deadline" and cut.steps < 40
+    assert timed.stop_reason == "completed" and training.TIMED_STEPS < timed.steps < 40
+    assert len(timed.history) == 1
+
+
+def test_a_shortened_schedule_keeps_its_warm_up_share() -> None:
+    from core.step import TrainStep
+
+    step = TrainStep(None, None, np.asarray([150, 1000], np.int32), None)
+    step.retime(100)
+    assert step.lengths == (15, 100)
+    step.retime(2000)  # a longer run keeps the planned warm-up steps
+    assert step.lengths == (150, 2000)
+
+
+def test_a_schedule_is_shortened_only_to_the_steps_that_fit() -> None:
+    margin = training.UNTIL_DEADLINE_MARGIN
+    assert training.shortened(10, 1000, seconds_left=100.0, step_s=1.0) == 10 + int(margin * 100) - training.IN_FLIGHT
+    assert training.shortened(10, 100, seconds_left=1000.0, step_s=1.0) == 100  # it fits: unchanged
+    assert training.shortened(10, 100, seconds_left=0.0, step_s=1.0) == 11  # at least the next step
