@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.admission import Admission, admission_limit
+from api.bodies import BodyFirst
 from api.dashboard import install_dashboard
 from api.errors import install_error_handlers
 from api.fanout import close_hub
@@ -24,6 +25,9 @@ API_PREFIX = "/api/v1"
 PROBES = frozenset({API_PREFIX + health.PATH, METRICS_PATH})
 """The health probe and the metrics scrape: no API key, so never rate limited, and never kept waiting for
 admission (a probe must answer however busy the API is)."""
+STREAMED = frozenset({API_PREFIX + "/datasets"})
+"""The paths whose routes receive their own bodies as they come (an upload, written to disk as it arrives): every
+other body is received whole before its request goes on (`api.bodies`)."""
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -57,6 +61,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_dashboard(app, settings.dashboard_dir)
     install_logging(settings.log_format)
     app.add_middleware(Admission, limit=admission_limit(engine), exempt=PROBES)
+    app.add_middleware(BodyFirst, routes=lambda: app.router.routes, timeout=settings.body_timeout_s,
+                       streamed=STREAMED)
     app.add_middleware(RequestContext, observe=record_request)
     install_metrics(app)
     return app

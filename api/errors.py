@@ -47,6 +47,10 @@ class CsrfRejected(Exception):
     """A request signed in with the session cookie asked for a change without the session's CSRF token."""
 
 
+class BodyTimeout(Exception):
+    """The request body stopped coming: its next part took longer than NETSYNTH_BODY_TIMEOUT_S (`api.bodies`)."""
+
+
 @dataclass(frozen=True)
 class ProblemType:
     """How one exception class is reported: its HTTP status and a stable problem type slug."""
@@ -77,6 +81,7 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     RateLimited: ProblemType(429, "rate-limited"),
     Unauthenticated: ProblemType(401, "unauthenticated"),
     CsrfRejected: ProblemType(403, "csrf-rejected"),
+    BodyTimeout: ProblemType(408, "request-timeout"),
     RequestValidationError: ProblemType(422, "validation-error"),
 }
 

@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"
     session_hours: float = Field(default=12.0, gt=0, le=24 * 366)
+    body_timeout_s: float = Field(default=30.0, gt=0)
     dashboard_dir: Path | None = None
     compile_cache: Path | None = Path("./var/jax-cache")
 

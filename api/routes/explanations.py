@@ -19,6 +19,7 @@ from python_multipart.multipart import parse_options_header
 from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
+from api.bodies import reads_body
 from api.deps import SenderDep, SessionDep
 from api.openapi import problems
 from api.routes.datasets import checked_text
@@ -77,6 +78,7 @@ class _Input:
         Unavailable: "The task broker did not answer: the request was marked failed.",
     }),
 })
+@reads_body(MAX_EXPLAIN_BYTES)  # received whole before the key and the model are looked up (api.bodies)
 async def explain(model: OwnedModel, session: SessionDep, sender: SenderDep, request: Request,
                   response: Response) -> ExplanationOut:
     """Explain one input with the model by `method`: an image as the multipart `file` (image models), or a text as

@@ -13,6 +13,7 @@ from python_multipart.multipart import parse_options_header
 from sqlalchemy import select
 from starlette.datastructures import Headers, UploadFile
 
+from api.bodies import reads_body
 from api.deps import CurrentUser, SessionDep
 from api.inference import SESSIONS
 from api.openapi import ProblemRoute, problems
@@ -119,6 +120,7 @@ def download_model(
     DatasetRejected: "An image cannot be decoded: the detail names the file.",
     PayloadTooLarge: f"More than {MAX_INPUTS} inputs, or a body over {MAX_PREDICT_BYTES} bytes.",
 }))
+@reads_body(MAX_PREDICT_BYTES)  # received whole before the key and the model are looked up (api.bodies)
 async def predict(model: OwnedModel, request: Request) -> PredictOut:
     """Classify up to 256 inputs (20 MB in all): image files as multipart `files` for an image model, or
     JSON `{"texts": [...]}` for a text model."""
