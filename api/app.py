@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from api.admission import Admission, admission_limit
 from api.bodies import BodyFirst
@@ -64,5 +65,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyFirst, routes=lambda: app.router.routes, timeout=settings.body_timeout_s,
                        streamed=STREAMED)
     app.add_middleware(RequestContext, observe=record_request)
+    # the scheme and client of a request that came through a trusted proxy are the ones it forwards (the server
+    # runs without uvicorn's own copy of this: `api.cli.serve`)
+    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.forwarded_allow_ips)
     install_metrics(app)
     return app

@@ -150,13 +150,20 @@ def cmd_user_quota(settings: Settings, args: argparse.Namespace) -> None:
     print(line)
 
 
-def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
-    """Serve the API with uvicorn."""
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the API on `host`:`port` with uvicorn, until stopped."""
     import uvicorn
 
     from api.app import create_app
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port)
+    # the app believes forwarded headers from NETSYNTH_FORWARDED_ALLOW_IPS itself; uvicorn's own copy of that, which
+    # trusts 127.0.0.1 (or FORWARDED_ALLOW_IPS) whatever the settings say, stays off
+    uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False)
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
+    """Serve the API with uvicorn."""
+    serve(settings, args.host, args.port)
 
 
 def worker_command(queues: str, concurrency: int) -> list[str]:
@@ -197,10 +204,6 @@ def cmd_remote(_settings: Settings, args: argparse.Namespace) -> None:
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
     """The embedded default: migrate, create a local admin on first start, then serve the API and one worker."""
-    import uvicorn
-
-    from api.app import create_app
-
     _ensure_sqlite_dir(settings.database_url)
     migrate.upgrade(settings.database_url)
     key = _create_user(settings, settings.admin_email, "admin", only_if_no_users=True)
@@ -210,7 +213,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
     print(f"netsynth at http://{args.host}:{args.port}/ : the dashboard (sign in with an API key), the API under "
           "/api/v1, its documentation at /docs", flush=True)
     try:
-        uvicorn.run(create_app(settings), host=args.host, port=args.port)
+        serve(settings, args.host, args.port)
     finally:
         worker.send_signal(signal.SIGTERM)  # warm shutdown: a running job's lease lapses and it is requeued
         try:

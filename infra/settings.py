@@ -58,6 +58,8 @@ class Settings(BaseSettings):
     admin_email: str = "admin@localhost"
     session_hours: float = Field(default=12.0, gt=0, le=24 * 366)
     body_timeout_s: float = Field(default=30.0, gt=0)
+    forwarded_allow_ips: str = "127.0.0.1"
+    secure_cookies: bool = False
     dashboard_dir: Path | None = None
     compile_cache: Path | None = Path("./var/jax-cache")
 

@@ -1,8 +1,10 @@
 """`/session`: a browser signs in with an API key and gets a session cookie (an `EventSource` cannot send an
 `Authorization` header), reads its session back (a reloaded page gets its CSRF token again), and signs out.
 
-The cookie `netsynth_session` is `HttpOnly; SameSite=Strict; Path=/`, `Secure` when the request came over https, and
-lasts the session's lifetime (`NETSYNTH_SESSION_HOURS`); only a hash of its token is stored (`store.sessions`).
+The cookie `netsynth_session` is `HttpOnly; SameSite=Strict; Path=/`, `Secure` when the request came over https (to
+the API, or to a proxy that NETSYNTH_FORWARDED_ALLOW_IPS trusts and that says so in X-Forwarded-Proto) or when
+NETSYNTH_SECURE_COOKIES is set, and lasts the session's lifetime (`NETSYNTH_SESSION_HOURS`); only a hash of its token
+is stored (`store.sessions`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from datetime import timedelta
 
 from fastapi import APIRouter, Request, Response
 
-from api.deps import SESSION_COOKIE, CurrentWebSession, SessionDep, SettingsDep, limit_rate
+from api.deps import SESSION_COOKIE, CurrentWebSession, SessionDep, SettingsDep, get_settings, limit_rate
 from api.errors import Unauthenticated
 from api.openapi import ProblemRoute, problems
 from api.schemas import UserOut
@@ -30,8 +32,9 @@ def _out(row: WebSession) -> SessionOut:
 
 def _set_cookie(response: Response, request: Request, token: str, max_age: int) -> None:
     """Set the session cookie to `token` for `max_age` seconds (0: clear it)."""
-    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, path="/", secure=request.url.scheme == "https",
-                        httponly=True, samesite="strict")
+    secure = get_settings(request).secure_cookies or request.url.scheme == "https"
+    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, path="/", secure=secure, httponly=True,
+                        samesite="strict")
 
 
 @router.post("", responses=problems({

@@ -90,12 +90,13 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
 def test_serve_runs_uvicorn_on_localhost_8000(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, object] = {}
 
-    def fake_run(app: object, host: str, port: int) -> None:
-        seen.update(app=app, host=host, port=port)
+    def fake_run(app: object, host: str, port: int, proxy_headers: bool) -> None:
+        seen.update(app=app, host=host, port=port, proxy_headers=proxy_headers)
 
     monkeypatch.setattr("uvicorn.run", fake_run)
     assert main(["serve"], Settings(database_url=f"sqlite:///{tmp_path / 'n.db'}")) == 0
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000
+    assert seen["proxy_headers"] is False  # the app reads forwarded headers itself (NETSYNTH_FORWARDED_ALLOW_IPS)
     assert type(seen["app"]).__name__ == "FastAPI"
 
 
