@@ -8,12 +8,16 @@ also send the session's CSRF token in the `X-CSRF-Token` header. Both are rate l
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated
 
 from celery import Celery
 from fastapi import Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
@@ -21,6 +25,7 @@ from domain.errors import RateLimited
 from infra.ratelimit import RateLimiter, make_limiter
 from infra.settings import Settings
 from store.apikeys import find_api_key
+from store.base import utcnow
 from store.db import session_scope
 from store.models import ApiKey, User, WebSession
 from store.sessions import csrf_matches, find_session
@@ -37,6 +42,34 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `netsynth us
 _cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False, description=(
     f"A browser's session, from signing in with an API key (`POST /api/v1/session`). A request that asks for a "
     f"change (POST, PUT, PATCH, DELETE) must also send the session's CSRF token in the `{CSRF_HEADER}` header."))
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a request authenticated with: an API key, or the browser session (`session_id`) made from one."""
+
+    key_id: uuid.UUID
+    session_id: uuid.UUID | None = None
+
+    def holds(self, session: Session, now: datetime | None = None) -> bool:
+        """Whether the credential still signs its user in: the session not ended (signed out, expired), the key not
+        revoked, its user not disabled. One query."""
+        query = (select(ApiKey.id).join(User, User.id == ApiKey.user_id)
+                 .where(ApiKey.id == self.key_id, ApiKey.revoked_at.is_(None), User.disabled_at.is_(None)))
+        if self.session_id is not None:
+            query = query.join(WebSession, WebSession.api_key_id == ApiKey.id).where(
+                WebSession.id == self.session_id, WebSession.expires_at > (now or utcnow()))
+        return session.scalar(query) is not None
+
+
+CREDENTIAL = "netsynth_credential"
+"""The request state's attribute that holds the request's `Credential`, once authenticated."""
+
+
+def credential_of(request: Request) -> Credential:
+    """The credential the request authenticated with (`get_current_user` or `get_web_session` ran first)."""
+    credential: Credential = getattr(request.state, CREDENTIAL)
+    return credential
 
 
 def get_settings(request: Request) -> Settings:
@@ -100,6 +133,7 @@ def get_web_session(
                 f"header to {request.method} ({'it does not match' if presented else 'it is missing'}); "
                 "GET /api/v1/session answers it")
     limit_rate(request, row.api_key)
+    setattr(request.state, CREDENTIAL, Credential(row.api_key_id, row.id))
     return row
 
 
@@ -120,6 +154,7 @@ def get_current_user(
     if key is None:
         raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
     limit_rate(request, key)
+    setattr(request.state, CREDENTIAL, Credential(key.id))
     return key.user
 
 

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep
+from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep, credential_of
 from api.events import EVENT_STREAM, JSON, MAX_SEQ, event_stream, prefers_json
 from api.openapi import ProblemRoute, problems
 from api.routes.datasets import owned_dataset
@@ -182,4 +182,4 @@ def job_events(job_id: uuid.UUID, user: CurrentUser, session: SessionDep, reques
         events = [JobEventOut.model_validate(e) for e in events_since(session, job, after)]
         return Response(_EVENTS.dump_json(events), media_type=JSON)
     factory: sessionmaker[Session] = request.app.state.session_factory
-    return event_stream(factory, job.id, after)
+    return event_stream(factory, job.id, after, credential_of(request))
