@@ -55,14 +55,26 @@ the leader's search weights (`synthesis.final`), so the leader's search time tra
 export, its check, latency) takes seconds, where the text schedule's 5 % of a 20-minute budget is a minute."""
 
 
+@dataclass(frozen=True)
+class Reserve:
+    """Seconds the stages after final training need whatever the schedule's shares say (`synthesis.reserve`):
+    compression's fixed costs, and delivery with the explainability reports."""
+
+    compression_s: float = 0.0
+    delivery_s: float = 0.0
+
+
 @dataclass
 class Budget:
     """Seconds (a wall-clock deadline) or epochs (reproducible); `clock` is injectable for tests. Without a
-    `schedule`, the engine chooses one for the task (`Schedule.for_task`); until then the default applies."""
+    `schedule`, the engine chooses one for the task (`Schedule.for_task`); until then the default applies. A time
+    budget's `reserve` moves the ends of final training and compression earlier when the later stages need more
+    than their shares."""
 
     seconds: float | None = None
     epochs: int | None = None
     schedule: Schedule | None = None
+    reserve: Reserve = field(default_factory=Reserve)
     clock: Callable[[], float] = time.monotonic
     started: float = field(init=False)
     epochs_used: int = field(init=False, default=0)
@@ -132,13 +144,18 @@ class Budget:
         return self.shares.search
 
     def final_end(self) -> float:
-        """The fraction of the budget at which final training must stop (fine synthesis follows)."""
-        return self.shares.search + self.shares.final
+        """The fraction of the budget at which final training must stop (fine synthesis follows): its share's end,
+        or earlier by what the reserve needs beyond the later shares (never before the search's end)."""
+        end = self.shares.search + self.shares.final
+        reserved = self.reserve.compression_s + self.reserve.delivery_s
+        return end if not self.seconds else max(min(end, 1.0 - reserved / self.seconds), self.search_end())
 
     def fine_end(self) -> float:
         """The fraction at which fine synthesis (compressing the winner) must stop; delivery and the explainability
-        reports get the rest."""
-        return self.shares.search + self.shares.final + self.shares.fine
+        reports get the rest, at least what the reserve says they need."""
+        end = self.shares.search + self.shares.final + self.shares.fine
+        return end if not self.seconds else max(min(end, 1.0 - self.reserve.delivery_s / self.seconds),
+                                                self.final_end())
 
 
 STAGES = ("search", "final_training", "compression", "delivery", "explanation")

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from synthesis import ensemble, select, space
 from synthesis.budget import Budget, Schedule, StageClock
 from synthesis.calibrate import calibrate
 from synthesis.deliver import deliver, measured_latency_ms
-from synthesis.final import Final, best_so_far, flips, refit_network, train_final, validation
+from synthesis.final import Final, best_so_far, flips, ranked, refit_network, train_final, validation
 from synthesis.fine import fine_synthesis
 from synthesis.floor import out_of_fold
 from synthesis.folds import train_folds
@@ -26,6 +26,7 @@ from synthesis.normalise import channel_normalisation
 from synthesis.pareto import delivered_front
 from synthesis.progress import INTERRUPTED, Cancelled, Monitor, NullMonitor, Shielded
 from synthesis.reports import explain_variants, report_data
+from synthesis.reserve import after_training
 from synthesis.search import Search
 from synthesis.search_config import SearchConfig
 from synthesis.split import Split, stratified_split, training_sample
@@ -45,6 +46,20 @@ def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
     scale, offset = channel_normalisation(task.x, train)
     return space.SpaceInfo("image", tuple(int(d) for d in task.x.shape[1:]), task.num_classes,
                            scale=scale, offset=offset)
+
+
+def reserve_after_training(search: Search, budget: Budget, split: Split, options: Options, monitor: Monitor) -> None:
+    """Keep what the stages after final training need, estimated from the leading network's measured pace, out of
+    a time budget's final training (`synthesis.reserve`); an event says how much and where final training ends."""
+    leader = next((t for t in ranked(search) if not space.is_fitted(t.candidate) and t.result is not None), None)
+    if leader is None or leader.result is None or budget.reproducible:
+        return
+    budget.reserve = after_training(leader.result, leader.candidate.hparams.batch_size,
+                                    (len(split.train), len(split.val), len(split.test)), options.compress,
+                                    options.explain)
+    seconds = budget.seconds or 0.0
+    monitor.event("reserve", {**asdict(budget.reserve), "final_end_s": round(budget.final_end() * seconds, 1),
+                              "fine_end_s": round(budget.fine_end() * seconds, 1)})
 
 
 def calibrate_latency(info: space.SpaceInfo, example: np.ndarray) -> space.LatencyModel:
@@ -110,6 +125,7 @@ def _synthesize(task: Task, budget: Budget, options: Options | None, monitor: Mo
     else:
         try:
             monitor.event("search_done", {"trials": len(trials), "reason": search.stop_reason})
+            reserve_after_training(search, budget, split, options, monitor)
             monitor.stage("final_training")
             flip = flips(search, info, data, monitor)
             final = train_final(search, info, data, budget, monitor, flip, snapshots)

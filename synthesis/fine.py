@@ -29,6 +29,9 @@ measurements out of its retraining: `synthesis.compress.pipeline.MEASURE_MARGIN`
 measurements take beyond the estimate."""
 MIN_SECONDS = 1.0
 """A time budget's fine share below this is skipped: no retraining would fit in it."""
+SKIP_BELOW = 0.5
+"""Compression is skipped when the time left in its share is under this share of its estimated fixed costs
+(`Budget.reserve`): it would overrun into delivery's and the reports' time by more than it has."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +78,10 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
         seconds, epochs = None, max(budget.epochs_left(end), 1)
     else:
         seconds, epochs = TIME_SHARE * budget.left(end), None
-        if seconds < MIN_SECONDS:
-            monitor.event("compress_skipped", {"reason": "no time left in the fine-synthesis share"})
+        if seconds < MIN_SECONDS or budget.left(end) < SKIP_BELOW * budget.reserve.compression_s:
+            monitor.event("compress_skipped", {
+                "reason": f"{budget.left(end):.1f} s left in the fine-synthesis share; its measurements alone need "
+                          f"about {budget.reserve.compression_s} s"})
             return FineOutcome(None)
     try:
         compressed = compress(spec, variables, data, tolerance=tolerance, seconds=seconds, epochs=epochs, seed=seed,

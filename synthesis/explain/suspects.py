@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
@@ -33,6 +34,7 @@ REFERENCE_ROWS = 10_000
 WIDEST_FEATURES = 4096
 """Feature vectors wider than this (a linear floor's bag of n-grams) are left out of the distance."""
 CHUNK = 512
+"""Rows whose features are taken at once (the last chunk padded: one compiled program)."""
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,16 @@ def features(judge: Subject, x: np.ndarray, check: Callable[[], None] | None = N
     by_id = {node.id: node for node in graph.order}
     feeds = [by_id[layer].inputs[0] for layer in output_layers(graph)]
     feeds = [f for f in feeds if int(np.prod(graph.types[f].shape)) <= WIDEST_FEATURES]
+    probe = jax.jit(lambda variables, xb: judge.model.probe(variables, xb, capture=tuple(feeds)))  # one program
     out = []
     for start in range(0, len(x), CHUNK):
         if check is not None:
             check()
-        logits, captured = judge.model.probe(judge.variables, jnp.asarray(x[start:start + CHUNK]), capture=tuple(feeds))
-        parts = [np.asarray(captured[f]).reshape(len(logits), -1) for f in feeds] or [np.asarray(logits)]
-        out.append(np.concatenate(parts, axis=1).astype(np.float32))
+        rows = x[start:start + CHUNK]
+        padded = np.concatenate([rows, np.zeros((CHUNK - len(rows), *rows.shape[1:]), rows.dtype)])  # one shape
+        logits, captured = probe(judge.variables, jnp.asarray(padded))
+        parts = [np.asarray(captured[f]).reshape(CHUNK, -1) for f in feeds] or [np.asarray(logits)]
+        out.append(np.concatenate(parts, axis=1)[:len(rows)].astype(np.float32))
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
