@@ -200,6 +200,8 @@ class Job(HasId, Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # when the reaper last published the job's task again (`store.outbox`); None: only the API's publish at creation
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     events: Mapped[list[JobEvent]] = relationship(back_populates="job", order_by="JobEvent.seq")
 
