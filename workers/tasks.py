@@ -88,9 +88,9 @@ def reap_once(settings: Settings) -> list[uuid.UUID]:
     engine = make_engine(settings.database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            jobs = abandoned(session)
-            for job in jobs:
-                hand_over(session, job, wait_s=max(settings.lease_seconds * 10, 600))
+            # only the jobs whose lease is still as the reaper read it: a worker that renewed since keeps its job
+            jobs = [job for job in abandoned(session)
+                    if hand_over(session, job, wait_s=max(settings.lease_seconds * 10, 600))]
         for job in jobs:
             enqueue_synthesize(app, job)
             log.warning("job %s requeued: its worker stopped renewing the lease", job.id)
