@@ -48,6 +48,7 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=60.0, gt=0)
     broker_poll_seconds: float = Field(default=0.05, gt=0)
     max_attempts: int = Field(default=MAX_ATTEMPTS, ge=1)
+    republish_after_s: float = Field(default=300.0, gt=0)
     max_active_jobs_per_user: int = Field(default=2, ge=1)
     device_seconds_per_30_days: int = Field(default=30 * 16 * 3600, ge=1)
     storage_bytes_per_user: int = Field(default=20 * 1024**3, ge=1)

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from domain.rules import MAX_ATTEMPTS
 from store.base import utcnow
@@ -112,12 +113,28 @@ def release(job: Job) -> None:
     job.lease_owner = job.lease_expires_at = None
 
 
-def hand_over(session: Session, job: Job, wait_s: float) -> None:
+def hand_over(session: Session, job: Job, wait_s: float) -> bool:
     """Free an abandoned job for the next worker to claim at once; if none has within `wait_s`, it is abandoned
-    again (so a lost redelivery is retried, but a redelivery waiting in the queue is not sent twice)."""
-    job.lease_owner = None
-    job.lease_expires_at = utcnow() + timedelta(seconds=wait_s)
+    again (so a lost redelivery is retried, but a redelivery waiting in the queue is not sent twice).
+
+    `job` is the reaper's view of the row (`abandoned`): the hand-over is a compare-and-swap on the lease owner and
+    expiry it read, so a worker that renewed its lease since (it was slow, not dead), a worker that claimed the job,
+    or another reaper that handed it over first, keeps what it has. Returns whether the job was handed over; only
+    then may the caller send it again."""
+    seen_owner, seen_expires = job.lease_owner, job.lease_expires_at
+    expires = utcnow() + timedelta(seconds=wait_s)
+    owner_is = Job.lease_owner.is_(None) if seen_owner is None else Job.lease_owner == seen_owner
+    expiry_is = Job.lease_expires_at.is_(None) if seen_expires is None else Job.lease_expires_at == seen_expires
+    swapped = session.execute(update(Job).where(Job.id == job.id, Job.state == JobState.RUNNING, owner_is, expiry_is)
+                              .values(lease_owner=None, lease_expires_at=expires).returning(Job.id)
+                              .execution_options(synchronize_session=False)).first()
+    if swapped is None:
+        session.expire(job)  # what the row holds now is not what the reaper saw
+        return False
+    set_committed_value(job, "lease_owner", None)
+    set_committed_value(job, "lease_expires_at", expires)
     append_event(session, job, "requeued", {"reason": "its worker stopped renewing the lease"})
+    return True
 
 
 def request_cancel(session: Session, job: Job) -> None:

@@ -190,8 +190,10 @@ class Job(HasId, Base):
     stage: Mapped[str | None] = mapped_column(String(64))
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     # "device-seconds": the wall-clock seconds of the worker process that ran the job (its attempts added), which
-    # holds the device for that long; not a measurement of the device itself
+    # holds the device for that long, plus those of the worker processes that ran its search trials (`trial_seconds`,
+    # `store.metering`); not a measurement of the device itself
     device_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    trial_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     error: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -200,6 +202,8 @@ class Job(HasId, Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # when the reaper last published the job's task again (`store.outbox`); None: only the API's publish at creation
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     events: Mapped[list[JobEvent]] = relationship(back_populates="job", order_by="JobEvent.seq")
 
@@ -250,6 +254,9 @@ class TrialTask(HasId, Base):
     weights_key: Mapped[str | None] = mapped_column(String(512))
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the wall-clock seconds the worker process that took the trial spent on it, charged to the job as they pass
+    # (`store.metering.charge_trial`); None until a worker took it
+    device_seconds: Mapped[float | None] = mapped_column(Float)
 
 
 class TrainedModel(HasId, Base):

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from store.db import session_scope
 from store.jobs import append_event
 from store.leases import LeaseLost, renew
+from store.metering import meter_coordinator
 from synthesis.progress import Cancelled, OutOfTime, Stopped
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class JobMonitor:
         self.factory, self.job_id, self.owner, self.lease_s = factory, job_id, owner, lease_s
         self.min_interval_s = min_interval_s
         self.started = time.monotonic()
-        self.spent_before = spent_before  # device-seconds of earlier attempts of the job
+        self.spent_before = spent_before  # seconds of the job's earlier attempts (`store.metering.coordinator_seconds`)
         self._last = -float("inf")
         self._stage: str | None = None
         self._fraction = 0.0
@@ -64,7 +65,8 @@ class JobMonitor:
         self._thread.join()
 
     def elapsed(self) -> float:
-        """Device-seconds the job has spent: earlier attempts plus this one (one device per job)."""
+        """Seconds the job's own attempts have spent: earlier attempts plus this one (one device per job). Its
+        device-seconds add those of its trials on other workers, which their tasks record (`store.metering`)."""
         return self.spent_before + time.monotonic() - self.started
 
     def _write(self, payload: tuple[str, Mapping[str, Any]] | None = None, *, with_progress: bool = True) -> None:
@@ -88,7 +90,7 @@ class JobMonitor:
                 if with_progress:
                     job.progress = max(0.0, min(self._fraction, 1.0))
                     job.stage = self._stage
-                job.device_seconds = round(self.elapsed(), 3)
+                meter_coordinator(session, self.job_id, self.elapsed())
                 if payload is not None:
                     append_event(session, job, payload[0], dict(payload[1]))
                 self._cancelled = self._cancelled or job.cancel_requested_at is not None

@@ -21,6 +21,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from store.db import session_scope
 from store.jobs import TERMINAL, append_event, transition
 from store.leases import Claim, LeaseLost, Outcome, claim, release, renew
+from store.metering import coordinator_seconds, meter_coordinator
 from store.models import Dataset, Job, JobState
 from synthesis.progress import Cancelled, Ending, OutOfTime
 from workers.context import Context, holder_dead, worker_name
@@ -52,7 +53,7 @@ def run_job(ctx: Context, job_id: uuid.UUID, worker: str = "") -> str:
     if got.outcome is not Outcome.CLAIMED:
         return got.outcome.value
     with session_scope(ctx.factory) as session:
-        spent_before = session.get_one(Job, job_id).device_seconds
+        spent_before = coordinator_seconds(session.get_one(Job, job_id))
     monitor = JobMonitor(ctx.factory, job_id, ctx.owner, ctx.settings.lease_seconds, spent_before=spent_before)
     with monitor, soft_time_limit_as_deadline(monitor):
         return _run(ctx, job_id, monitor, got.attempt, worker or worker_name(None))
@@ -89,9 +90,9 @@ def _run(ctx: Context, job_id: uuid.UUID, monitor: JobMonitor, attempt: int, wor
             if job.dataset_id is None:
                 raise RuntimeError("the job's dataset was deleted before the job ran")
             dataset = session.get_one(Dataset, job.dataset_id)
-            # what earlier attempts and this one's start (importing the engine) left of the budget; claim saw to it
-            # that a restart has a tenth of it
-            left = max(job.budget_seconds - monitor.elapsed(), 1.0)
+            # what earlier attempts (with their trials on other workers) and this one's start (importing the engine)
+            # left of the budget; claim saw to it that a restart has a tenth of it
+            left = max(job.budget_seconds - monitor.elapsed() - job.trial_seconds, 1.0)
             budget = Budget(epochs=job.budget_epochs) if job.budget_epochs is not None else Budget(seconds=left)
             limits, seed, queue, tolerance = dict(job.constraints), job.seed, job.queue, job.tolerance
         monitor.stage("loading")
@@ -143,7 +144,8 @@ def _succeed(ctx: Context, job_id: uuid.UUID, result: Synthesis, prepared: Prepa
         with session_scope(ctx.factory) as session:
             job = renew(session, job_id, ctx.owner, ctx.settings.lease_seconds)
             model_id = results.save(session, job_id, result, prepared)
-            job.device_seconds, job.stage = round(spent, 3), "done"
+            meter_coordinator(session, job_id, spent)
+            job.stage = "done"
             transition(job, end)
             release(job)
             if result.ending is Ending.DEADLINE:
@@ -169,7 +171,7 @@ def _end(ctx: Context, job_id: uuid.UUID, state: JobState, spent: float, error: 
         job = session.get(Job, job_id, with_for_update=True)
         if job is None or job.state in TERMINAL or job.lease_owner != ctx.owner:
             return "lease-lost"
-        job.device_seconds = round(spent, 3)
+        meter_coordinator(session, job_id, spent)
         transition(job, state, error=error)
         release(job)
         append_event(session, job, state.value, {"error": error} if error else {"note": note} if note else {})

@@ -1,6 +1,7 @@
 """The workers' tasks, registered by name: `netsynth.synthesize(job_id)`, `netsynth.trial(trial_task_id)` (one
 search trial of a job running on another worker), `netsynth.explain(explanation_id)` (one input explained with a
-model); and the reaper of abandoned jobs and abandoned partial files."""
+model); and the reaper of abandoned jobs, of queued jobs whose task was never published, and of abandoned partial
+files."""
 
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ import functools
 import logging
 import threading
 import uuid
+from datetime import datetime
 from typing import Any
 
-from celery import Task, signals
+from celery import Celery, Task, signals
 
-from infra.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize
+from infra.broker import EXPLAIN, SYNTHESIZE, TRIAL, enqueue_synthesize, time_limits
 from infra.settings import Settings
+from store.base import utcnow
 from store.blobstores import make_blob_store
 from store.db import make_engine, make_session_factory, session_scope
+from store.jobs import append_event
 from store.leases import abandoned, hand_over
+from store.models import Job
+from store.outbox import Publish, claim_publish, due, release_publish
 from workers.app import app
 from workers.context import Context, worker_identity, worker_name
 from workers.runner import Busy, run_job
@@ -42,14 +48,18 @@ def _uuid(text: str, task: str) -> uuid.UUID | None:
 
 
 @app.task(name=SYNTHESIZE, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def synthesize(self: Task[Any, Any], job_id: str) -> str:
-    """Run one job to its end; a copy of the task for a job another live worker holds retries later."""
+def synthesize(self: Task[Any, Any], job_id: str, republished: bool = False) -> str:
+    """Run one job to its end; a copy of the task for a job another live worker holds retries later, except a copy
+    the reaper published again (`republish_once`), which drops: the job it was sent for has been taken, and should
+    its holder die, the reaper sends the job again (`reap_once`)."""
     if (jid := _uuid(job_id, "synthesize")) is None:
         return "invalid-id"
     ctx = _context()
     try:
         return run_job(ctx, jid, worker_name(self.request.hostname))
     except Busy as busy:
+        if republished:
+            return "busy"
         raise self.retry(countdown=min(max(busy.retry_after, 1.0), ctx.settings.lease_seconds)) from busy
 
 
@@ -78,15 +88,56 @@ def reap_once(settings: Settings) -> list[uuid.UUID]:
     engine = make_engine(settings.database_url)
     try:
         with session_scope(make_session_factory(engine)) as session:
-            jobs = abandoned(session)
-            for job in jobs:
-                hand_over(session, job, wait_s=max(settings.lease_seconds * 10, 600))
+            # only the jobs whose lease is still as the reaper read it: a worker that renewed since keeps its job
+            jobs = [job for job in abandoned(session)
+                    if hand_over(session, job, wait_s=max(settings.lease_seconds * 10, 600))]
         for job in jobs:
             enqueue_synthesize(app, job)
             log.warning("job %s requeued: its worker stopped renewing the lease", job.id)
         return [job.id for job in jobs]
     finally:
         engine.dispose()
+
+
+def republish_once(settings: Settings, now: datetime | None = None, sender: Celery | None = None) -> list[uuid.UUID]:
+    """Publish again (with `sender`, default the workers' app) the task of each job still queued
+    `settings.republish_after_s` seconds after it was last sent (`store.outbox`): once per grace period, by whichever
+    reaper claims it first."""
+    now = now or utcnow()
+    engine = make_engine(settings.database_url)
+    sent: list[uuid.UUID] = []
+    try:
+        factory = make_session_factory(engine)
+        with factory() as session:
+            waiting = due(session, now, settings.republish_after_s)
+        for job in waiting:
+            waited = (now - job.sent_at).total_seconds()
+            with session_scope(factory) as session:
+                claimed = claim_publish(session, job, now)
+                if claimed is not None:
+                    append_event(session, session.get_one(Job, job.id), "requeued", {
+                        "reason": f"no worker had taken it {waited:.0f} s after it was sent; sent again"})
+            if claimed is None:  # another reaper republished it, or a worker took it, since it was read
+                continue
+            try:
+                _publish_again(sender or app, claimed)
+            except Exception:
+                log.warning("job %s: publishing its task again failed; trying again later", job.id, exc_info=True)
+                with session_scope(factory) as session:
+                    release_publish(session, claimed)
+                continue
+            log.warning("job %s: still queued %.0f s after it was sent; its task was published again", job.id, waited)
+            sent.append(job.id)
+        return sent
+    finally:
+        engine.dispose()
+
+
+def _publish_again(sender: Celery, job: Publish) -> None:
+    """Send `synthesize(job.id, republished=True)` as the API sends a new job's task (`enqueue_synthesize`)."""
+    soft, hard = time_limits(job.budget_seconds)
+    limits: dict[str, Any] = {"soft_time_limit": soft, "time_limit": hard}
+    sender.send_task(SYNTHESIZE, args=[str(job.id)], kwargs={"republished": True}, queue=job.queue, **limits)
 
 
 def sweep_once(settings: Settings) -> int:
@@ -105,6 +156,7 @@ def _reap_forever(settings: Settings) -> None:
     while not _stop.wait(settings.lease_seconds / 2):
         try:
             reap_once(settings)
+            republish_once(settings)
             sweep_once(settings)
         except Exception:
             log.exception("the reaper failed; trying again later")

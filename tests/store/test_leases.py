@@ -143,3 +143,34 @@ def test_hand_over_frees_the_job_and_postpones_the_next_reap(factory: sessionmak
         assert abandoned(s, utcnow() + timedelta(seconds=601)) != []
     assert _claim(factory, job_id, "b").outcome is Outcome.CLAIMED  # claimable at once, nobody holds it
     assert _kinds(factory, job_id) == ["attempt", "requeued", "attempt"]
+
+
+def test_a_lease_renewed_after_the_reaper_read_it_is_not_handed_over(factory: sessionmaker[Session],
+                                                                        job_id) -> None:
+    _claim(factory, job_id, "a", ttl=0.001)
+    with factory() as reaper:
+        (stale,) = abandoned(reaper, utcnow() + timedelta(seconds=1))  # the reaper judges the lease expired
+        with session_scope(factory) as s:  # then the worker's heartbeat renews it: it was slow, not dead
+            renew(s, job_id, "a", 60)
+        assert hand_over(reaper, stale, wait_s=600) is False  # the stale view loses the compare-and-swap
+        reaper.commit()
+    with factory() as s:
+        job = s.get_one(Job, job_id)
+        assert job.lease_owner == "a" and job.lease_expires_at is not None
+        assert job.lease_expires_at > utcnow() + timedelta(seconds=30)
+    with session_scope(factory) as s:
+        renew(s, job_id, "a", 60)  # the worker still holds it
+    assert _kinds(factory, job_id) == ["attempt"]  # nothing was requeued
+
+
+def test_of_two_reapers_with_the_same_view_one_hands_the_job_over(factory: sessionmaker[Session], job_id) -> None:
+    _claim(factory, job_id, "a", ttl=0.001)
+    later = utcnow() + timedelta(seconds=1)
+    with factory() as first, factory() as second:
+        (mine,) = abandoned(first, later)
+        (theirs,) = abandoned(second, later)
+        assert hand_over(first, mine, wait_s=600) is True
+        first.commit()
+        assert hand_over(second, theirs, wait_s=600) is False  # so the job is sent again once, not twice
+        second.commit()
+    assert _kinds(factory, job_id) == ["attempt", "requeued"]

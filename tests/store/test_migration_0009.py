@@ -16,7 +16,7 @@ from store.db import make_engine, make_session_factory
 from store.migrate import downgrade, upgrade
 from store.models import ExplanationRequest, ExplanationState, SearchResult, TrialTask
 from store.reports import find_report, report_files
-from tests.store.factories import explanation_content, make_model
+from tests.store.factories import explanation_content
 
 AT = datetime(2026, 12, 6, 9, 30, 15, 123456, tzinfo=UTC)
 REPORT = {"version": 1, "variant": "dense", "images": ["confusion.png"]}
@@ -45,12 +45,50 @@ FILES = [("explainability", "confusion.png", "image/png", b"\x89PNG-confusion"),
          ("image", "overlay.png", "image/png", b"\x89PNG-overlay")]
 
 
+users = sa.table("users", sa.column("id", sa.Uuid()), sa.column("created_at", sa.DateTime(timezone=True)),
+                 sa.column("email", sa.String()), sa.column("display_name", sa.String()))
+datasets = sa.table("datasets", sa.column("id", sa.Uuid()), sa.column("created_at", sa.DateTime(timezone=True)),
+                    sa.column("owner_id", sa.Uuid()), sa.column("name", sa.String()),
+                    sa.column("modality", sa.String()),
+                    sa.column("classes", sa.JSON()), sa.column("class_counts", sa.JSON()),
+                    sa.column("sample_count", sa.Integer()), sa.column("size_bytes", sa.BigInteger()),
+                    sa.column("profile", sa.JSON()), sa.column("checksum", sa.String()),
+                    sa.column("blob_key", sa.String()), sa.column("status", sa.String()))
+jobs = sa.table("jobs", sa.column("id", sa.Uuid()), sa.column("created_at", sa.DateTime(timezone=True)),
+                sa.column("owner_id", sa.Uuid()), sa.column("dataset_id", sa.Uuid()),
+                sa.column("budget_tier", sa.String()),
+                sa.column("budget_seconds", sa.Integer()), sa.column("constraints", sa.JSON()),
+                sa.column("state", sa.String()), sa.column("progress", sa.Float()),
+                sa.column("device_seconds", sa.Float()))
+models = sa.table("models", sa.column("id", sa.Uuid()), sa.column("created_at", sa.DateTime(timezone=True)),
+                  sa.column("job_id", sa.Uuid()), sa.column("spec", sa.JSON()), sa.column("weights", sa.LargeBinary()),
+                  sa.column("metrics", sa.JSON()), sa.column("param_count", sa.BigInteger()),
+                  sa.column("weights_bytes", sa.BigInteger()), sa.column("preprocessing", sa.JSON()))
+
+
+def _old_model(engine: sa.Engine) -> tuple[uuid.UUID, uuid.UUID]:
+    """A user, a dataset, a job and its model as revision 0008 stored them (through tables of that revision's
+    columns: the models' tables have columns added since); the model's and the job's ids."""
+    user_id, dataset_id, job_id, model_id = (uuid.uuid4() for _ in range(4))
+    with engine.begin() as conn:
+        conn.execute(users.insert().values(id=user_id, created_at=AT, email="ada@example.org", display_name="Ada"))
+        conn.execute(datasets.insert().values(
+            id=dataset_id, created_at=AT, owner_id=user_id, name="digits", modality="image", classes=["0", "1"],
+            class_counts={"0": 10, "1": 12}, sample_count=22, size_bytes=1234, profile={}, checksum="ab" * 32,
+            blob_key="ds/digits", status="ready"))
+        conn.execute(jobs.insert().values(
+            id=job_id, created_at=AT, owner_id=user_id, dataset_id=dataset_id, budget_tier="low", budget_seconds=600,
+            constraints={}, state="succeeded", progress=1.0, device_seconds=12.5))
+        conn.execute(models.insert().values(
+            id=model_id, created_at=AT, job_id=job_id, spec={}, weights=b"w", metrics={}, param_count=1,
+            weights_bytes=1, preprocessing={"kind": "image"}))
+    return model_id, job_id
+
+
 def _old_rows(engine: sa.Engine) -> tuple[uuid.UUID, uuid.UUID]:
     """A model with an explainability report, an answered image request, a failed text request, the job's Pareto
     front and search summary, and a trial's report, as revision 0008 stored them; the model's and the job's ids."""
-    with make_session_factory(engine)() as session, session.begin():
-        model = make_model(session, preprocessing={"kind": "image"})
-        model_id, job_id = model.id, model.job_id
+    model_id, job_id = _old_model(engine)
     rows = [("explainability", REPORT), ("image", IMAGE_ASKED), ("text", TEXT_ASKED), ("pareto", PARETO),
             ("search", SEARCH)]
     with engine.begin() as conn:
