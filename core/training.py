@@ -156,7 +156,7 @@ def train(
                          else {"params": params})
         record = {"epoch": float(epoch), "steps": float(len(metrics)),
                   **{f"train_{k}": v for k, v in _mean(metrics).items()},
-                  **{f"val_{k}": v for k, v in val.items()}, "elapsed_s": elapsed()}
+                  **{f"val_{k}": v for k, v in val.items()}, "eval_s": eval_s, "elapsed_s": elapsed()}
         history.append(record)
         if best is None or config.keep_last or better(val, best[1], best[2]):
             best = (epoch, val["accuracy"], val["loss"], jax.device_get((state.params, state.batch_stats)))

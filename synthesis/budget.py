@@ -58,10 +58,12 @@ export, its check, latency) takes seconds, where the text schedule's 5 % of a 20
 @dataclass(frozen=True)
 class Reserve:
     """Seconds the stages after final training need whatever the schedule's shares say (`synthesis.reserve`):
-    compression's fixed costs, and delivery with the explainability reports."""
+    compression's fixed costs, and delivery with the explainability reports; `compress` false when compression does
+    not fit and is skipped (its share then trains the network)."""
 
     compression_s: float = 0.0
     delivery_s: float = 0.0
+    compress: bool = True
 
 
 @dataclass
@@ -146,7 +148,7 @@ class Budget:
     def final_end(self) -> float:
         """The fraction of the budget at which final training must stop (fine synthesis follows): its share's end,
         or earlier by what the reserve needs beyond the later shares (never before the search's end)."""
-        end = self.shares.search + self.shares.final
+        end = self.shares.search + self.shares.final + (0.0 if self.reserve.compress else self.shares.fine)
         reserved = self.reserve.compression_s + self.reserve.delivery_s
         return end if not self.seconds else max(min(end, 1.0 - reserved / self.seconds), self.search_end())
 

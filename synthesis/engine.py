@@ -55,7 +55,7 @@ def reserve_after_training(search: Search, budget: Budget, split: Split, options
     if leader is None or leader.result is None or budget.reproducible:
         return
     budget.reserve = after_training(leader.result, leader.candidate.hparams.batch_size,
-                                    (len(split.train), len(split.val), len(split.test)), options.compress,
+                                    (len(split.train), len(split.val), len(split.test)), budget, options.compress,
                                     options.explain)
     seconds = budget.seconds or 0.0
     monitor.event("reserve", {**asdict(budget.reserve), "final_end_s": round(budget.final_end() * seconds, 1),

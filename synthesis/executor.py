@@ -24,7 +24,7 @@ from synthesis.curves import rung_score
 from synthesis.trial import TrialResult, run_trial
 
 _RESULT_FIELDS = ("curve", "status", "reason", "seconds", "epochs", "best_metric", "best_loss", "first_epoch_s",
-                  "step_s", "compile_s", "compile_seconds")
+                  "step_s", "compile_s", "compile_seconds", "eval_s")
 
 
 def promotes(scores: list[float], prediction: float, eta: int) -> bool:

@@ -22,6 +22,7 @@ from synthesis.compress import Compressed, compress
 from synthesis.deliver import Delivered
 from synthesis.explain.summary import calibration
 from synthesis.progress import INTERRUPTED, Cancelled, Monitor, Stopped
+from synthesis.reserve import COMPRESSION_ROOM
 
 TIME_SHARE = 0.75
 """Of the seconds left in a time budget's fine share, what compression gets (it keeps the measured cost of its final
@@ -74,6 +75,10 @@ def fine_synthesis(spec: Spec, variables: dict[str, Any], data: Dataset, test: t
     `Stopped` (but not `Cancelled`) propagates; any other error is reported as a ``compress_failed`` event.
     """
     end = budget.fine_end()
+    if not budget.reserve.compress:
+        monitor.event("compress_skipped", {"reason": f"its measurements alone need more than "
+                                                     f"{COMPRESSION_ROOM:g} times its share of the budget"})
+        return FineOutcome(None)
     if budget.reproducible:
         seconds, epochs = None, max(budget.epochs_left(end), 1)
     else:

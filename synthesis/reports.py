@@ -34,6 +34,12 @@ def report_data(classes: Sequence[str], x: np.ndarray, y: np.ndarray, split: Spl
                       held_out=held_out)
 
 
+SUSPECTS_TIME = 0.5
+"""Of a report's time, what the suspect labels may take before they judge no more training rows than the neighbours'
+reference (`synthesis.explain.build_report`): on a large set one forward pass over every training row can take the
+whole report's time, and the attributions come after."""
+
+
 class _Interrupted(Exception):
     """The caller interrupted the job while a report was being built: the report is dropped."""
 
@@ -60,10 +66,11 @@ def explained(model: Delivered, variant: str, weights: dict[str, Any], data: Rep
     the suspect labels, or `found` gives them (`build_report`)."""
     started = time.perf_counter()
     check = _deadline(budget, share, monitor)
+    until = started + SUSPECTS_TIME * share * budget.left(1.0)  # inf for an epoch budget
     try:
         check()
         subject = Subject.of(Spec.from_dict(model.spec), weights, codec)
-        report = build_report(subject, data, variant, checkpoints, check, judge, found)
+        report = build_report(subject, data, variant, checkpoints, check, judge, found, until)
     except OutOfReportTime as exc:
         monitor.event("report", {"variant": variant, "built": False, "reason": str(exc)})
         return model

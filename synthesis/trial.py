@@ -8,6 +8,7 @@ asking the search after every epoch whether to go on — asynchronous successive
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,7 @@ class TrialResult:
     step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
     compile_seconds: float = 0.0  # seconds JAX spent compiling (or reading from its cache) the trial's programs
+    eval_s: float = 0.0  # seconds of its fastest pass over the validation rows (0 = none ran)
 
     @property
     def score(self) -> tuple[float, float | None]:
@@ -97,6 +99,8 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
                     result.compile_s = max(t0 - s0 * result.step_s, 0.0)
             return
         result.curve.append(float(p.metrics["val_accuracy"]))
+        if "eval_s" in p.metrics:
+            result.eval_s = min(result.eval_s or math.inf, float(p.metrics["eval_s"]))
         result.epochs = p.epoch
         if p.epoch == 1:
             result.first_epoch_s = p.elapsed_s

@@ -8,6 +8,7 @@ is then absent, never half-built). The JSON is `report.json`; images are PNG fil
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -81,11 +82,14 @@ class OutOfReportTime(Exception):
 
 def build_report(subject: Subject, data: ReportData, variant: str = "dense",
                  checkpoints: Sequence[dict[str, Any]] = (), check: Callable[[], None] | None = None,
-                 judge: Subject | None = None, found: dict[str, Any] | None = None) -> Report:
+                 judge: Subject | None = None, found: dict[str, Any] | None = None,
+                 suspects_until: float = math.inf) -> Report:
     """The report of `subject` on `data`; `checkpoints` are earlier weights of the final training (TracIn; the
     subject's own weights always count); `judge` is the network whose features decide the suspect labels (by default
     the subject at its first checkpoint, else the subject itself: `synthesis.explain.suspects`); `found` is another
-    report's suspect part of the same data and judge, taken as it is (the labels are the data's, not a variant's).
+    report's suspect part of the same data and judge, taken as it is (the labels are the data's, not a variant's);
+    past `REFERENCE_ROWS` training rows, the suspect part judges no more rows after ``time.perf_counter()``
+    `suspects_until` (a uniform sample of them is judged).
 
     Its parts are built in order of worth for their cost — global figures, suspect labels (a forward pass over the
     training rows), each method's attributions of a few examples with their checks, then influence over every
@@ -99,7 +103,8 @@ def build_report(subject: Subject, data: ReportData, variant: str = "dense",
     judge = judge or (subject.with_variables(checkpoints[0]) if checkpoints else subject)
     parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("global", lambda: report.global_part(tick)),
-        ("suspect_labels", lambda: dict(found) if found is not None else report.suspects(judge, tick))]
+        ("suspect_labels", lambda: dict(found) if found is not None else report.suspects(judge, tick,
+                                                                                          suspects_until))]
     parts += [(f"attributions:{name}", lambda name=name: report.attributions(name, tick))  # type: ignore[misc]
               for name in report.method_names()]
     steps = [subject.with_variables(v) for v in checkpoints] + [subject]
@@ -223,17 +228,21 @@ class _Builder:
         return {"methods": {name: settings}, "faithfulness": {name: faithful}, "images": images,
                 "example_fields": fields}
 
-    def suspects(self, judge: Subject, tick: Callable[[], None]) -> dict[str, Any]:
+    def suspects(self, judge: Subject, tick: Callable[[], None], until: float = math.inf) -> dict[str, Any]:
         """The training rows whose label out-of-sample evidence contradicts (`synthesis.explain.suspects`): the
-        out-of-fold probabilities where there are some, else the rows' neighbours in the judge's features."""
+        out-of-fold probabilities where there are some, else the rows' neighbours in the judge's features, for as
+        many rows (a uniform sample, at least `REFERENCE_ROWS`) as are judged by ``time.perf_counter()`` `until`."""
         data, classes = self.data, self.classes
         if data.held_out is not None:
             train, proba = data.held_out
             method = "out-of-fold probabilities of the cross-validated linear floor"
         else:
             train = np.asarray(data.train) if len(data.train) > 1 else np.zeros(0, np.int64)
-            proba = suspects.neighbour_shares(suspects.features(judge, data.x[train], tick), data.y[train],
-                                              len(classes)) if len(train) else np.zeros((0, len(classes)))
+            train = train[suspects.checking_order(len(train))]
+            feats = suspects.features(judge, data.x[train], tick, until)
+            train = train[:len(feats)]  # the rows judged before `until`
+            proba = suspects.neighbour_shares(feats, data.y[train], len(classes)) if len(train) else \
+                np.zeros((0, len(classes)))
             method = f"labels of the {suspects.NEIGHBOURS} nearest training rows in the network's early features"
         rows = np.array([data.row(int(i)) for i in train], np.int64)
         found = suspects.suspect_labels(proba, data.y[train], rows)
@@ -241,7 +250,7 @@ class _Builder:
                                     "given_share": s.given_share, "suggested_share": s.suggested_share}
                                    for s in found[:SUSPECTS_LISTED]],
                 "suspects": {"method": method, "threshold": suspects.SHARE, "found": len(found),
-                             "rows_checked": len(train)}}
+                             "rows_checked": len(train), "training_rows": len(data.train)}}
 
     def influence(self, steps: Sequence[Subject], tick: Callable[[], None]) -> dict[str, Any]:
         """For sampled test predictions, the training rows that most helped and most hurt them (at the predicted

@@ -14,6 +14,8 @@ because on vote shares (steps of 1/k) those thresholds miss about a third of the
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,9 +51,11 @@ class Suspect:
     suggested_share: float
 
 
-def features(judge: Subject, x: np.ndarray, check: Callable[[], None] | None = None) -> np.ndarray:
+def features(judge: Subject, x: np.ndarray, check: Callable[[], None] | None = None,
+             until: float = math.inf) -> np.ndarray:
     """``[N, D]`` float32: what the judge's output layers read for each row (concatenated over an ensemble's members,
-    leaving out those wider than `WIDEST_FEATURES`); the logits when none is narrow enough."""
+    leaving out those wider than `WIDEST_FEATURES`); the logits when none is narrow enough. Past `REFERENCE_ROWS`
+    rows the pass stops at ``time.perf_counter()`` `until`, with the features of the rows before (fewer rows)."""
     graph = judge.graph
     by_id = {node.id: node for node in graph.order}
     feeds = [by_id[layer].inputs[0] for layer in output_layers(graph)]
@@ -61,12 +65,20 @@ def features(judge: Subject, x: np.ndarray, check: Callable[[], None] | None = N
     for start in range(0, len(x), CHUNK):
         if check is not None:
             check()
+        if start >= REFERENCE_ROWS and time.perf_counter() >= until:
+            break
         rows = x[start:start + CHUNK]
         padded = np.concatenate([rows, np.zeros((CHUNK - len(rows), *rows.shape[1:]), rows.dtype)])  # one shape
         logits, captured = probe(judge.variables, jnp.asarray(padded))
         parts = [np.asarray(captured[f]).reshape(CHUNK, -1) for f in feeds] or [np.asarray(logits)]
         out.append(np.concatenate(parts, axis=1)[:len(rows)].astype(np.float32))
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
+def checking_order(rows: int, seed: int = 0) -> np.ndarray:
+    """The order in which training rows are judged: a seeded permutation, so that the rows judged when time runs out
+    (`features`' `until`) are a uniform sample, and its first `REFERENCE_ROWS` the neighbours' reference."""
+    return np.random.default_rng(seed).permutation(rows)
 
 
 def neighbour_shares(feats: np.ndarray, y: np.ndarray, classes: int, seed: int = 0) -> np.ndarray:

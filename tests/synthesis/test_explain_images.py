@@ -193,3 +193,17 @@ def test_neighbours_of_a_large_set_come_from_a_sample_of_it_and_never_include_th
     assert (shares[np.arange(300), y] == 1.0).all()  # the classes are apart: every neighbour agrees
     y[5] = (y[5] + 1) % 3
     assert suspects.neighbour_shares(feats, y, 3)[5, y[5]] == 0.0  # its own label is not among its neighbours'
+
+
+def test_the_suspects_feature_pass_stops_at_its_time_past_the_reference_rows(objects: dict[str, Any],
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once its time is up, the pass judges no more rows than the reference (rounded up to a chunk); with time, or
+    before the reference rows are done, every row. The rows are judged in a seeded random order (a uniform sample)."""
+    monkeypatch.setattr(suspects, "REFERENCE_ROWS", 8)
+    monkeypatch.setattr(suspects, "CHUNK", 4)
+    subject, x = objects["subject"], np.repeat(objects["x"][:1], 20, axis=0)
+    assert len(suspects.features(subject, x)) == 20
+    assert len(suspects.features(subject, x, until=0.0)) == 8
+    order = suspects.checking_order(20)
+    assert sorted(order.tolist()) == list(range(20)) and order.tolist() != list(range(20))
+    assert order.tolist() == suspects.checking_order(20).tolist()
