@@ -140,7 +140,7 @@ def test_a_zip_member_is_decoded_as_it_streams(tmp_path: Path) -> None:
     assert isinstance(found["growth"], int) and found["growth"] < 40 * MIB, found
 
 
-def _header_only_npz(path: Path, shape: tuple[int, ...], fortran: bool = False) -> Path:
+def header_only_npz(path: Path, shape: tuple[int, ...], fortran: bool = False) -> Path:
     """An npz whose 'x' declares `shape` (uint8) but holds none of its data, and a 'y' of as many labels."""
     with zipfile.ZipFile(path, "w") as archive:
         header = io.BytesIO()
@@ -154,7 +154,7 @@ def _header_only_npz(path: Path, shape: tuple[int, ...], fortran: bool = False) 
 
 def test_rows_over_the_per_image_limit_are_refused_from_the_header(tmp_path: Path) -> None:
     """A 4096x4096 image has more pixels than one image may: refused before a byte of it is read."""
-    path = _header_only_npz(tmp_path / "huge.npz", (10, 4096, 4096, 3))
+    path = header_only_npz(tmp_path / "huge.npz", (10, 4096, 4096, 3))
     with pytest.raises(DatasetRejected) as refused:
         inspect_file(path, "huge.npz", Limits())
     assert refused.value.reason == "image-too-large" and "pixels" in refused.value.detail
