@@ -211,8 +211,8 @@ class NpzStream:
         self._npz = npz
         self.x_key, self.y_key = _keys(npz, _KEY_PAIRS, True, "arrays 'x' and 'y' (or 'x_train' and 'y_train')")
         self._check = _check_x(self.x_key, limits, streamed=True)
-        shape, fortran, self.dtype = npz.header(self.x_key)
-        self._check((shape, fortran, self.dtype))
+        with npz.data(self.x_key, self._check) as ((shape, _, self.dtype), member):
+            self._data_offset = member.position  # where the values start in the member: its header's length
         self.samples, self.source = shape[0], (shape[1], shape[2])
         self.channels = shape[3] if len(shape) == 4 else 1
         self._label_check = _check_y(self.y_key, self.samples)
@@ -248,13 +248,13 @@ class NpzStream:
         when the array is stored uncompressed; a compressed one is read (not held) up to it."""
         if index >= self.samples:
             return None
-        with self._npz.data(self.x_key, self._check) as (_, member):
-            offset = member.position + index * self._row_values * self.dtype.itemsize
-            read = self._npz.archive.stored_reader(self._npz.members[self.x_key], offset)
-            if read is None:
-                member.skip(index * self._row_values * self.dtype.itemsize)
-                read = member.read
+        skipped = index * self._row_values * self.dtype.itemsize
+        read = self._npz.archive.stored_reader(self._npz.members[self.x_key], self._data_offset + skipped)
+        if read is not None:
             return self._fitted_row(read, size)
+        with self._npz.data(self.x_key, self._check) as (_, member):
+            member.skip(skipped)
+            return self._fitted_row(member.read, size)
 
     @property
     def _row_values(self) -> int:
