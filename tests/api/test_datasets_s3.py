@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from api.app import create_app
+from api.routes.datasets import get_blobs
 from infra.settings import Settings
 from store.s3blobs import S3BlobStore, s3_client
 from tests.api.conftest import Account, assert_problem, make_account
@@ -159,3 +160,35 @@ def test_the_local_copies_stay_under_the_cap_however_recently_used(s3_server: S3
     store.local_path(keys[2])  # used again: now the most recent
     store.local_path(keys[0])
     assert sorted(path.name for path in (tmp_path / ".cache").iterdir()) == sorted([copies[2].name, copies[0].name])
+
+
+@pytest.mark.anyio
+async def test_a_failed_blob_delete_keeps_the_dataset_whole(db_url: str, tmp_path: Path, s3_server: S3Server,
+                                                            aws_env: None, digits_zip: Path) -> None:
+    """The blob store failing to delete (here: pointed at a bucket that does not exist) answers 503 and leaves the
+    dataset listed with its object; sent again once the store answers, the delete removes both. Before, the row
+    was committed away first: a 503 for a dataset that was gone, and its object left behind for good."""
+    bucket = s3_server.bucket()
+    settings = Settings(database_url=db_url, blob_dir=tmp_path / "scratch", blob_url=f"s3://{bucket}/netsynth",
+                        s3_endpoint_url=s3_server.endpoint, broker_url=f"filesystem://{tmp_path}/broker")
+    listing = s3_server.client()
+
+    def objects() -> list[str]:
+        return [o["Key"] for o in listing.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+    async for app, client in _client(settings):
+        account = make_account(app.state.session_factory)
+        r = await upload(client, account, digits_zip, name="digits")
+        assert r.status_code == 201, r.text
+        url = f"{URL}/{r.json()['id']}"
+        assert len(objects()) == 1
+        app.dependency_overrides[get_blobs] = lambda: S3BlobStore(
+            "no-such-bucket", "netsynth", scratch=tmp_path / "scratch", client=s3_client(s3_server.endpoint))
+        assert_problem(await client.delete(url, headers=account.auth), 503)
+        assert (await client.get(url, headers=account.auth)).status_code == 200
+        assert len(objects()) == 1
+        app.dependency_overrides.clear()
+        assert (await client.get(f"{url}/samples/0.png", headers=account.auth)).status_code == 200  # still whole
+        assert (await client.delete(url, headers=account.auth)).status_code == 204
+        assert (await client.get(url, headers=account.auth)).status_code == 404
+        assert objects() == []
