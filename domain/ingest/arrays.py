@@ -231,17 +231,18 @@ class NpzStream:
         None), every row in order, holding a batch of at most BATCH_BYTES."""
         target = size or self.source
         rows = _rows_per_batch(self.source, self.channels, self.dtype, target)
+        strips = rows == 0  # a row larger than a batch: read in strips of its lines
         with self._npz.data(self.x_key, self._check) as (_, member), \
                 self._npz.data(self.y_key, self._label_check) as ((_, _, label_dtype), labels):
             for start in range(0, self.samples, max(rows, 1)):
                 n = min(max(rows, 1), self.samples - start)
                 names = _read_values(labels, n, label_dtype)
-                if rows:
-                    batch = _pixels(_read_values(member, n * self._row_values, self.dtype).reshape(
-                        (n, *self.source, self.channels)), self.x_key)
-                    yield names, fit_pixels(batch, target) if target != self.source else batch
-                else:
+                if strips:
                     yield names, self._fitted_row(member.read, target)[np.newaxis]
+                    continue
+                batch = _pixels(_read_values(member, n * self._row_values, self.dtype).reshape(
+                    (n, *self.source, self.channels)), self.x_key)
+                yield names, fit_pixels(batch, target) if target != self.source else batch
 
     def row(self, index: int, size: Size) -> np.ndarray | None:
         """Row `index`'s image [h, w, C] brought to `size`; None when there is no such row. Only that row is read
