@@ -9,7 +9,6 @@ import io
 import os
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -30,9 +29,6 @@ PART_BYTES = 8 * 1024 * 1024
 
 IN_MEMORY_PARTS = 3
 """Parts of a non-seekable stream held in memory at once while they are sent (so a write holds ~24 MiB at most)."""
-
-RECENT_S = 60.0
-"""A cached file used this recently is not evicted (a reader may be about to open it)."""
 
 _MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
 _REFUSED = frozenset({"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
@@ -78,15 +74,25 @@ def translated(what: str) -> Iterator[None]:
                                    "later") from exc
 
 
+FIRST_RANGE_BYTES = 64 * 1024
+"""The bytes a read asks for after a seek (more when the read wants more); each further GET of a sequential read
+asks for twice the last, up to LAST_RANGE_BYTES."""
+LAST_RANGE_BYTES = 64 * 1024 * 1024
+
+
 class RangedReader(io.RawIOBase):
-    """A seekable reader of one object: reading streams a GET from the current position to the end, and a seek
-    (or a read after one) starts a new ranged GET, so only what is read is fetched and held."""
+    """A seekable reader of one object over GETs of bounded ranges: a read fetches from the current position
+    FIRST_RANGE_BYTES (or what it asks for, if more), a sequential read goes on with ranges twice as large each time
+    (up to LAST_RANGE_BYTES), and a seek starts again small, so only about what is read is fetched and held: a
+    reader of one member of a large archive fetches its directory and that member, not the archive."""
 
     def __init__(self, client: Any, bucket: str, key: str, size: int, what: str) -> None:
         super().__init__()
         self._client, self._bucket, self._key, self._what = client, bucket, key, what
         self.size, self._pos = size, 0
         self._body: Any = None
+        self._body_end = 0
+        self._span = FIRST_RANGE_BYTES
 
     def readable(self) -> bool:
         return True
@@ -103,6 +109,7 @@ class RangedReader(io.RawIOBase):
             raise ValueError("negative seek position")
         if base + offset != self._pos:
             self._drop()
+            self._span = FIRST_RANGE_BYTES
             self._pos = base + offset
         return self._pos
 
@@ -111,19 +118,24 @@ class RangedReader(io.RawIOBase):
         if self._pos >= self.size or len(view) == 0:
             return 0
         if self._body is None:
+            end = min(self.size, self._pos + max(self._span, len(view)))
             with translated(self._what):
                 self._body = self._client.get_object(Bucket=self._bucket, Key=self._key,
-                                                     Range=f"bytes={self._pos}-")["Body"]
+                                                     Range=f"bytes={self._pos}-{end - 1}")["Body"]
+            self._body_end = end
+            self._span = min(2 * self._span, LAST_RANGE_BYTES)
         with translated(self._what):
-            data = self._body.read(min(len(view), self.size - self._pos))
+            data = self._body.read(min(len(view), self._body_end - self._pos))
         if not data:
             raise BlobStoreUnavailable(f"the blob store ended {self._what} at byte {self._pos} of {self.size}")
         view[:len(data)] = data
         self._pos += len(data)
+        if self._pos >= self._body_end:  # the range is read: its connection goes back to the pool
+            self._drop()
         return len(data)
 
     def readall(self) -> bytes:
-        """The rest of the object, read from one GET in large chunks."""
+        """The rest of the object, read in large chunks."""
         chunks = []
         while chunk := self.read(PART_BYTES):
             chunks.append(chunk)
@@ -142,7 +154,8 @@ class RangedReader(io.RawIOBase):
 class S3BlobStore:
     """Blobs as objects under `prefix` in an S3 bucket. Keys are never rewritten (each blob is stored once), so a
     local copy of one stays valid until it is deleted. `scratch` is a local folder for uploads being received and
-    for the cache of files readers seek in, kept under `cache_bytes` (least recently used first out)."""
+    for the cache of local copies (`local_path`), kept under `cache_bytes`: the least recently used go first, however
+    recently, and a copy that alone is larger than the cap stays only until the next one is fetched."""
 
     def __init__(self, bucket: str, prefix: str = "", *, scratch: Path | str, cache_bytes: int = 4 * 1024**3,
                  endpoint_url: str | None = None, client: Any = None) -> None:
@@ -202,11 +215,13 @@ class S3BlobStore:
     def open(self, key: str) -> BinaryIO:
         """Return a seekable binary reader of the blob (ranged GETs); raise NotFound when it does not exist."""
         raw = RangedReader(self.client, self.bucket, self._key(key), self._size(key), f"blob {key!r}")
-        return io.BufferedReader(raw, buffer_size=1024 * 1024)  # type: ignore[return-value]
+        return io.BufferedReader(raw, buffer_size=FIRST_RANGE_BYTES)  # type: ignore[return-value]
 
     def local_path(self, key: str) -> Path:
         """A local copy of the blob in the cache, downloaded (in ranged parts, straight to disk) unless cached;
-        raise NotFound when it does not exist."""
+        raise NotFound when it does not exist. The whole blob is fetched: a reader of a part of it (one image of a
+        dataset) uses `open`, which fetches only what is read. A reader that opened a copy keeps reading it when it is
+        evicted (the file is unlinked, not overwritten)."""
         target = self.cache / hashlib.sha256(self._key(key).encode()).hexdigest()
         if target.is_file():
             with contextlib.suppress(FileNotFoundError):  # evicted meanwhile: fetched again below
@@ -227,8 +242,8 @@ class S3BlobStore:
         return target
 
     def _make_room(self, incoming: int) -> None:
-        """Evict the least recently used cached files until `incoming` more bytes fit under `cache_bytes`; files
-        used in the last RECENT_S seconds stay (the bound is exceeded rather than pull a file from a reader)."""
+        """Evict the least recently used cached files until `incoming` more bytes fit under `cache_bytes` (or the
+        cache is empty). Use is the file's modification time, which `local_path` renews at each use."""
         entries = []
         for path in self.cache.iterdir():
             with contextlib.suppress(FileNotFoundError):
@@ -236,9 +251,8 @@ class S3BlobStore:
                     stat = path.stat()
                     entries.append((stat.st_mtime, stat.st_size, path))
         total = sum(size for _, size, _ in entries)
-        recent = time.time() - RECENT_S
-        for mtime, size, path in sorted(entries):
-            if total + incoming <= self.cache_bytes or mtime > recent:
+        for _, size, path in sorted(entries):
+            if total + incoming <= self.cache_bytes:
                 break
             path.unlink(missing_ok=True)
             total -= size

@@ -153,10 +153,14 @@ def read_dataset(dataset_id: uuid.UUID, user: CurrentUser, session: SessionDep) 
     {**NO_DATASET, Conflict: "A queued or running job still uses the dataset."}))
 def delete_dataset(dataset_id: uuid.UUID, user: CurrentUser, session: SessionDep, blobs: BlobsDep) -> None:
     """Delete a dataset and its file; finished jobs and their models stay. 409 while a job still uses it."""
+    # The file goes first, then the row: when the blob store fails (503) the dataset is still there, whole, and the
+    # request can be sent again; no file is ever left without its row. Only a database failure between the two
+    # leaves a row whose file is gone, and sending the request again finishes it (deleting a missing blob is no
+    # error).
     dataset = owned_dataset(session, user, dataset_id)
     active = select(func.count()).select_from(Job).where(Job.dataset_id == dataset.id, Job.state.not_in(TERMINAL))
     if (count := session.scalar(active) or 0) > 0:
         raise Conflict(f"{count} queued or running job(s) use this dataset; cancel them first")
+    blobs.delete(dataset.blob_key)
     session.delete(dataset)
     session.commit()
-    blobs.delete(dataset.blob_key)

@@ -1,11 +1,14 @@
 """`/datasets/{id}/samples`: a few samples of one of the caller's datasets to look at, and each image sample as the
-model sees it (a PNG thumbnail), read from the stored file as it streams (`domain.ingest.samples`)."""
+model sees it (a PNG thumbnail), read from the stored file as it streams (`domain.ingest.samples`): through the blob
+store's seekable reader, so that on S3 only the ranges read are fetched (the archive's directory and one image), not
+the dataset."""
 
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, BinaryIO
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi import Path as PathParam
@@ -30,12 +33,15 @@ SAMPLE_CACHE = "private, max-age=3600"
 """A sample's PNG never changes (a dataset is never modified), so the browser may keep it for an hour."""
 
 
-def _file(blobs: BlobStore, dataset: Dataset) -> Path:
-    """The dataset's file; NotFound (without the blob's key) when the blob store has lost it."""
+@contextmanager
+def _file(blobs: BlobStore, dataset: Dataset) -> Iterator[BinaryIO]:
+    """A seekable reader of the dataset's file; NotFound (without the blob's key) when the blob store has lost it."""
     try:
-        return blobs.local_path(dataset.blob_key)
+        stream = blobs.open(dataset.blob_key)
     except NotFound:
         raise NotFound(f"the file of dataset {dataset.id} is missing", reason="file-absent") from None
+    with stream:
+        yield stream
 
 
 @router.get("/{dataset_id}/samples", responses=problems(NO_FILE))
@@ -44,7 +50,8 @@ def list_samples(dataset_id: uuid.UUID, user: CurrentUser, session: SessionDep, 
     """Up to `limit` samples of the dataset, spread over its classes: the first rows of each class, one class after
     the other in turn (the same ones at every call)."""
     dataset = owned_dataset(session, user, dataset_id)
-    picked = pick_samples(_file(blobs, dataset), dataset.format, dataset.classes, dataset.class_counts, limit)
+    with _file(blobs, dataset) as file:
+        picked = pick_samples(file, dataset.format, dataset.classes, dataset.class_counts, limit)
     image = dataset.modality is Modality.IMAGE
     return DatasetSamplesOut(modality="image" if image else "text", samples=[SampleOut(
         index=sample.index, label=sample.label, text=sample.text, image_url=request.app.url_path_for(
@@ -64,7 +71,8 @@ def sample_image(dataset_id: uuid.UUID, index: Annotated[int, PathParam(ge=0, le
     pixels = None
     if dataset.modality is Modality.IMAGE and isinstance(profile, dict) and index < dataset.sample_count:
         shape = (int(profile["height"]), int(profile["width"]), int(profile["channels"]))
-        pixels = sample_pixels(_file(blobs, dataset), dataset.format, index, shape)
+        with _file(blobs, dataset) as file:
+            pixels = sample_pixels(file, dataset.format, index, shape)
     if pixels is None:
         raise NotFound(f"dataset {dataset.id} has no image sample {index}", reason="sample-absent")
     return Response(thumbnail_png(pixels), media_type=PNG, headers={"Cache-Control": SAMPLE_CACHE})

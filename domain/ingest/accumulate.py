@@ -19,7 +19,7 @@ _STATS_BATCH = 1024
 
 def _classes_part(labels: LabelIndexer, limits: Limits) -> tuple[list[str], np.ndarray, dict[str, Any]]:
     classes, counts, y = labels.finish(limits)
-    return classes, y, {"class_counts": counts, "sample_count": int(y.shape[0])}
+    return classes, y, {"class_counts": counts, "sample_count": sum(counts.values())}
 
 
 class ImageAccumulator:
@@ -28,7 +28,7 @@ class ImageAccumulator:
 
     def __init__(self, keep: bool, plan: ResizePlan) -> None:
         self._plan = plan
-        self._labels = LabelIndexer()
+        self._labels = LabelIndexer(keep)
         self._shapes: Counter[tuple[int, int]] = Counter()
         self._channels: set[int] = set()
         self._dtype = "uint8"
@@ -87,7 +87,7 @@ class TextAccumulator:
     """Texts with labels: kept when `keep`, else summarised for a profile."""
 
     def __init__(self, keep: bool) -> None:
-        self._labels = LabelIndexer()
+        self._labels = LabelIndexer(keep)
         self._kept: list[str] | None = [] if keep else None
         self._stats = TextStats()
         self._duplicates = Duplicates()

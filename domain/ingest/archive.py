@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import copy
+import io
 import itertools
 import re
 import stat
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, BinaryIO
 
 from domain.errors import DatasetRejected
 from domain.ingest.limits import Limits
@@ -26,9 +27,10 @@ _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _DRIVE = re.compile(r"[A-Za-z]:")
 _LOCAL_HEADER_BYTES = 30  # a member's local header before its name: its stored bytes start no earlier
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra field length
 # Archives inside an archive are never opened: by name, and by first bytes (zip, gzip, bzip2, xz, 7z, rar, zstd).
 _NESTED_SUFFIXES = (".zip", ".npz", ".jar", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".7z", ".rar", ".zst")
-_NESTED_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c",
+NESTED_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c",
                  b"Rar!\x1a\x07", b"\x28\xb5\x2f\xfd")
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
@@ -41,9 +43,9 @@ def _bomb(detail: str) -> DatasetRejected:
     return DatasetRejected("zip-bomb", detail)
 
 
-def _declared_entries(path: Path) -> int:
+def _declared_entries(source: Path | BinaryIO) -> int:
     """The entry count the end-of-archive record declares, read before the central directory is parsed."""
-    with path.open("rb") as f:
+    with source.open("rb") if isinstance(source, Path) else nullcontext(source) as f:
         size = f.seek(0, 2)
         tail_len = min(size, _EOCD.size + 0xFFFF)
         f.seek(size - tail_len)
@@ -62,7 +64,7 @@ def _declared_entries(path: Path) -> int:
     return entries
 
 
-def _nested(name: str, why: str) -> DatasetRejected:
+def nested(name: str, why: str) -> DatasetRejected:
     return DatasetRejected("nested-archive", f"archive member {name!r} {why}; archives inside the archive are not "
                            "opened: put the images themselves in class folders")
 
@@ -74,7 +76,7 @@ def _check_member(info: zipfile.ZipInfo, limits: Limits) -> None:
     if stat.S_ISLNK(info.external_attr >> 16):
         raise DatasetRejected("path-traversal", f"archive member {name!r} is a symbolic link")
     if not info.is_dir() and name.lower().endswith(_NESTED_SUFFIXES):
-        raise _nested(name, "is an archive")
+        raise nested(name, "is an archive")
     if info.flag_bits & 0x1:
         raise _corrupt(f"archive member {name!r} is encrypted; upload an archive without a password")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -96,16 +98,17 @@ def _check_layout(infos: list[zipfile.ZipInfo]) -> None:
 
 
 class SafeZip:
-    """A zip archive whose structure passed the safety checks; members are read one at a time, bounded."""
+    """A zip archive (a file, or a seekable binary reader such as a blob store's ranged reader) whose structure
+    passed the safety checks; members are read one at a time, bounded."""
 
-    def __init__(self, path: Path, limits: Limits) -> None:
+    def __init__(self, source: Path | BinaryIO, limits: Limits) -> None:
         self._limits = limits
         self._read_total = 0
-        declared = _declared_entries(path)
+        declared = _declared_entries(source)
         if declared > limits.max_members:
             raise _bomb(f"the archive has {declared} entries; at most {limits.max_members}")
         try:
-            self._zip = zipfile.ZipFile(path)
+            self._zip = zipfile.ZipFile(source)
         except _READ_ERRORS as exc:
             raise _corrupt(f"the file is not a valid zip archive ({exc})") from exc
         try:
@@ -144,12 +147,49 @@ class SafeZip:
         with raw:
             yield MemberReader(self, info, raw)
 
+    @contextmanager
+    def stream(self, info: zipfile.ZipInfo) -> Iterator[BinaryIO]:
+        """A seekable reader of one member's bytes for a decoder that reads as it goes (and may seek back to
+        re-read its header): zipfile's own, which stops at the declared size; its reads count against the
+        archive's read limit."""
+        try:
+            raw = self._zip.open(info)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
+        with raw, _Counted(self, info, raw) as counted:
+            yield counted  # type: ignore[misc]
+
+    def stored_reader(self, info: zipfile.ZipInfo, offset: int) -> Callable[[int], bytes] | None:
+        """For a member stored uncompressed, a reader of its bytes from `offset` on, straight from the archive (so
+        nothing before `offset` is read: from a blob store, nothing before it is fetched); None for a compressed
+        member, which can only be read from its start."""
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            return None
+        fp = self._zip.fp
+        assert fp is not None
+        fp.seek(info.header_offset)
+        signature, name_len, extra_len = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
+        if signature != b"PK\x03\x04":
+            raise _corrupt(f"archive member {info.filename!r} has no local header")
+        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        position, end = start + min(offset, info.file_size), start + info.file_size
+
+        def read(size: int) -> bytes:
+            nonlocal position
+            fp.seek(position)
+            data = fp.read(max(0, min(size, end - position)))
+            position += len(data)
+            self.charge(len(data))
+            return data
+
+        return read
+
     def read(self, info: zipfile.ZipInfo) -> bytes:
         """One member's bytes, read in bounded chunks; refused when they are an archive, whatever the name."""
         with self.open(info) as member:
             data = member.read()
-        if data.startswith(_NESTED_MAGIC):
-            raise _nested(info.filename, "holds an archive")
+        if data.startswith(NESTED_MAGIC):
+            raise nested(info.filename, "holds an archive")
         return data
 
     def charge(self, size: int) -> None:
@@ -183,6 +223,16 @@ class MemberReader:
         """Bytes of the member not read yet, as its header declares."""
         return self._info.file_size - self._got
 
+    @property
+    def position(self) -> int:
+        """Bytes of the member read so far."""
+        return self._got
+
+    def skip(self, size: int) -> None:
+        """Read past the next `size` bytes (fewer only at the member's declared end), a chunk at a time."""
+        while size > 0 and self.remaining > 0:
+            size -= len(self.read(min(size, _CHUNK)))
+
     def read(self, size: int = -1, /) -> bytes:
         """`size` bytes (all when negative), fewer only at the member's declared end; read in bounded chunks."""
         parts = []
@@ -205,3 +255,39 @@ class MemberReader:
         self._got += len(chunk)
         self._archive.charge(len(chunk))
         return chunk
+
+
+class _Counted(io.RawIOBase):
+    """A member's seekable reader whose reads count against the archive's read limit; errors become refusals."""
+
+    def __init__(self, archive: SafeZip, info: zipfile.ZipInfo, raw: IO[bytes]) -> None:
+        super().__init__()
+        self._archive, self._info, self._raw = archive, info, raw
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        try:
+            return self._raw.seek(offset, whence)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+
+    def read(self, size: int = -1, /) -> bytes:
+        try:
+            data = self._raw.read(size)
+        except _READ_ERRORS as exc:
+            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+        self._archive.charge(len(data))
+        return data
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(buffer))
+        memoryview(buffer).cast("B")[: len(data)] = data
+        return len(data)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from domain.errors import DatasetRejected
 from domain.ingest.accumulate import ImageAccumulator, TextAccumulator
 from domain.ingest.archive import SafeZip
-from domain.ingest.arrays import label_names, npz_batches, read_npz
+from domain.ingest.arrays import label_names, npz_stream, read_npz
 from domain.ingest.detect import TEXT_FORMATS, detect_format
 from domain.ingest.imagezip import zip_images, zip_sizes
 from domain.ingest.limits import Limits
@@ -26,20 +27,19 @@ def _accumulated(path: Path, fmt: str, limits: Limits, keep: bool
             texts.add(text, label)
         return texts, None
     if fmt == "npz" and keep:  # loading: one array, not batches copied into one
-        npz = read_npz(path, limits)
-        plan = plan_resize(Counter({npz.x.shape[1:3]: npz.x.shape[0]}), limits.resize)
+        loaded = read_npz(path, limits)
+        plan = plan_resize(Counter({loaded.x.shape[1:3]: loaded.x.shape[0]}), limits.resize)
         images = ImageAccumulator(keep, plan)
-        x = npz.x if plan.target is None else fit_pixels(npz.x, plan.target)
-        images.add(label_names(npz.labels), x, x.shape[1:3] != npz.x.shape[1:3])
-        return images, npz.test_samples
+        x = loaded.x if plan.target is None else fit_pixels(loaded.x, plan.target)
+        images.add(label_names(loaded.labels), x, x.shape[1:3] != loaded.x.shape[1:3])
+        return images, loaded.test_samples
     if fmt == "npz":  # inspecting: batch by batch, so an upload's validation never holds it whole
-        with npz_batches(path, limits) as (npz, batches):
-            plan = plan_resize(Counter({npz.x.shape[1:3]: len(npz.labels)}), limits.resize)
-            images, names, at = ImageAccumulator(keep, plan), label_names(npz.labels), 0
-            for batch in batches:
-                x = batch if plan.target is None else fit_pixels(batch, plan.target)
-                images.add(names[at:at + len(x)], x, x.shape[1:3] != batch.shape[1:3])
-                at += len(x)
+        with npz_stream(path, limits) as npz:
+            plan = plan_resize(Counter({npz.source: npz.samples}), limits.resize)
+            images = ImageAccumulator(keep, plan)
+            resized = plan.target is not None and plan.target != npz.source
+            for labels, x in npz.batches(plan.target):
+                images.add(label_names(labels), x, resized)
         return images, npz.test_samples
     if fmt == "image_zip":
         if keep and limits.resize is not None:  # loading at a known size: no need to read the headers first
@@ -57,8 +57,12 @@ def _accumulated(path: Path, fmt: str, limits: Limits, keep: bool
 
 def inspect_file(path: Path, filename: str, limits: Limits) -> Inspection:
     """Detect the format from the filename's extension and the file's first bytes, validate and profile;
-    raise DatasetRejected(reason, detail) with a user-facing detail when the dataset is refused."""
+    raise DatasetRejected(reason, detail) with a user-facing detail when the dataset is refused. Holds a bounded
+    amount of the file at a time, whatever its size (docs/api.md, "Bounded memory")."""
     fmt = detect_format(path, filename, limits)
+    if limits.resize is not None and max(limits.resize) > limits.max_resize_side:
+        raise DatasetRejected("resize-too-large", f"a declared resize may be at most {limits.max_resize_side} "
+                              f"pixels a side, not {limits.resize[0]}x{limits.resize[1]}")
     samples, test_samples = _accumulated(path, fmt, limits, keep=False)
     profile = {"format": fmt, **samples.profile(limits)}
     if test_samples is not None:
@@ -68,6 +72,9 @@ def inspect_file(path: Path, filename: str, limits: Limits) -> Inspection:
 
 
 def load_file(path: Path, fmt: str, limits: Limits) -> ImageData | TextData:
-    """Load an inspected file of format `fmt` into arrays, with the same parsing and checks as inspect_file."""
+    """Load an inspected file of format `fmt` into arrays, with the same parsing and checks as inspect_file but
+    the per-image bounds, which keep inspecting in bounded memory (loading holds the whole dataset anyway): a
+    dataset accepted before they were set still loads."""
+    limits = replace(limits, max_image_pixels=2**62, max_image_file_bytes=2**62)
     samples, _ = _accumulated(path, fmt, limits, keep=True)
     return samples.data(limits)

@@ -1,4 +1,8 @@
-"""Images in a zip of class folders (`cat/1.png`, optionally under one wrapping folder), decoded one at a time."""
+"""Images in a zip of class folders (`cat/1.png`, optionally under one wrapping folder), decoded one at a time.
+
+Nothing reads a member whole: a size is read from the first bytes of its image, an image is decoded as its member
+streams, and a member over the per-image file limits is refused before its pixels are decoded.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,16 @@ from typing import TypeVar
 import numpy as np
 
 from domain.errors import DatasetRejected
-from domain.ingest.archive import SafeZip
-from domain.ingest.images import decode_pixels, image_size
+from domain.ingest.archive import NESTED_MAGIC, SafeZip, nested
+from domain.ingest.images import check_file_size, decode_pixels, image_size
 from domain.ingest.labels import check_classes
 from domain.ingest.limits import Limits
 from domain.ingest.resize import Size
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
+HEADER_READS = (64 * 1024, 1024 * 1024, 8 * 1024 * 1024)
+"""How many first bytes of an image are read to find its size: more only when its header (metadata, colour
+profile) goes on past them."""
 T = TypeVar("T")
 
 
@@ -51,14 +58,42 @@ def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInf
     return members
 
 
+def member_size(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits) -> Size:
+    """The (height, width) of a member's image, read from its first bytes; refused, before any pixel is decoded,
+    when the member is larger than the per-image file limit or than an image of that size needs."""
+    check_file_size(info.file_size, info.filename, limits)
+    with archive.open(info) as member:
+        head = member.read(HEADER_READS[0])
+        if head.startswith(NESTED_MAGIC):
+            raise nested(info.filename, "holds an archive")
+        for more in (*HEADER_READS[1:], 0):
+            try:
+                size = image_size(head, info.filename, limits)
+                break
+            except DatasetRejected as exc:  # a header longer than the bytes read so far reads as undecodable
+                if exc.reason != "undecodable-image" or member.remaining == 0 or not more:
+                    raise
+            head += member.read(more - len(head))
+    check_file_size(info.file_size, info.filename, limits, size)
+    return size
+
+
 def zip_sizes(archive: SafeZip, limits: Limits) -> Counter[Size]:
     """How many images of each native (height, width) the archive holds, read from their headers only."""
-    return Counter(image_size(archive.read(info), info.filename, limits) for info, _ in class_members(archive, limits))
+    return Counter(member_size(archive, info, limits) for info, _ in class_members(archive, limits))
+
+
+def member_pixels(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits, channels: int | None = None,
+                  size: Size | None = None) -> tuple[np.ndarray, bool]:
+    """A member's image decoded as it streams (`decode_pixels`), after its file's size is checked."""
+    check_file_size(info.file_size, info.filename, limits)
+    with archive.stream(info) as stream:
+        return decode_pixels(stream, info.filename, limits, channels, size)
 
 
 def zip_images(archive: SafeZip, limits: Limits, size: Size | None) -> Iterator[tuple[str, np.ndarray, bool]]:
     """(class name, uint8 pixels [H, W, C], whether resized) of every image, decoded one member at a time and
     brought to `size` (height, width) by the centre-crop policy when given."""
     for info, label in class_members(archive, limits):
-        pixels, resized = decode_pixels(archive.read(info), info.filename, limits, size=size)
+        pixels, resized = member_pixels(archive, info, limits, size=size)
         yield label, pixels, resized

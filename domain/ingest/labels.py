@@ -43,12 +43,13 @@ def check_classes(counts: Mapping[str, int], limits: Limits) -> None:
 
 
 class LabelIndexer:
-    """Collects one label name per sample and maps them, at the end, to indices into the ordered classes."""
+    """Collects one label name per sample and maps them, at the end, to indices into the ordered classes; with
+    `keep` False only counts them (what a profile needs: no memory per sample)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = True) -> None:
         self._ids: dict[str, int] = {}
         self._counts: list[int] = []
-        self._samples = array("q")
+        self._samples: array[int] | None = array("q") if keep else None
 
     def add(self, name: str) -> None:
         """Record the next sample's label."""
@@ -56,13 +57,16 @@ class LabelIndexer:
         if index == len(self._counts):
             self._counts.append(0)
         self._counts[index] += 1
-        self._samples.append(index)
+        if self._samples is not None:
+            self._samples.append(index)
 
     def finish(self, limits: Limits) -> tuple[list[str], dict[str, int], np.ndarray]:
-        """The ordered classes, their counts and the int64 label index of every sample; refuse bad class counts."""
+        """The ordered classes, their counts and the int64 label index of every sample (none when not kept);
+        refuse bad class counts."""
         classes = order_classes(self._ids)
         counts = {name: self._counts[self._ids[name]] for name in classes}
         check_classes(counts, limits)
         position = {name: i for i, name in enumerate(classes)}
         remap = np.array([position[name] for name in self._ids], dtype=np.int64)
-        return classes, counts, remap[np.frombuffer(self._samples, dtype=np.int64)]
+        samples = self._samples if self._samples is not None else array("q")
+        return classes, counts, remap[np.frombuffer(samples, dtype=np.int64)]

@@ -12,6 +12,7 @@ no artificial border appears. Prediction brings raw inputs of any size to the mo
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,3 +107,47 @@ def fit_pixels(images: np.ndarray, size: Size, policy: str = CENTRE_CROP) -> np.
                 plane = Image.fromarray(np.ascontiguousarray(pixels[..., c], np.float32))  # mode F
                 out[i, ..., c] = np.asarray(fit_image(plane, size, policy), np.float32)
     return out
+
+
+def fit_strips(strips: Iterable[np.ndarray], source: Size, size: Size, policy: str = CENTRE_CROP) -> np.ndarray:
+    """One image [H, W, C] (uint8, or float32), given as consecutive strips of its rows [k, W, C], brought to
+    `size` as :func:`fit_pixels` brings the whole image there, pixel for pixel, without holding it: Pillow resizes
+    in two passes, each row across then each column down, so every strip is resized across on its own, and the
+    narrow result (H rows of the target's width) is then resized down. Holds one strip and H x width pixels."""
+    height, width = source
+    left, top, right, bottom = (crop_box(source, size) if policy == CENTRE_CROP
+                                else (0.0, 0.0, float(width), float(height)))
+    if policy not in POLICIES:
+        raise ValueError(f"a resize policy is one of {POLICIES}, not {policy!r}")
+    across: np.ndarray | None = None
+    at = 0
+    for strip in strips:
+        rows, channels = strip.shape[0], strip.shape[-1]
+        if across is None:
+            across = np.empty((height, size[1], channels), np.uint8 if strip.dtype == np.uint8 else np.float32)
+        for c, plane in _planes(strip):
+            narrow = plane.resize((size[1], rows), Image.Resampling.BILINEAR, box=(left, 0, right, rows))
+            _put(across, slice(at, at + rows), c, narrow)
+        at += rows
+    if across is None or at != height:
+        raise ValueError(f"strips of {at} rows for an image of {height}")
+    out = np.empty((*size, across.shape[-1]), across.dtype)
+    for c, plane in _planes(across):
+        down = plane.resize((size[1], size[0]), Image.Resampling.BILINEAR, box=(0, top, size[1], bottom))
+        _put(out, slice(None), c, down)
+    return out
+
+
+def _put(out: np.ndarray, rows: slice, channel: slice | int, image: Image.Image) -> None:
+    target = out[rows, :, channel]
+    target[...] = np.asarray(image).reshape(target.shape)
+
+
+def _planes(pixels: np.ndarray) -> Iterator[tuple[slice | int, Image.Image]]:
+    """The Pillow images `fit_pixels` resizes for pixels [k, W, C]: one L or RGB image of uint8, one F image a
+    channel of floats; each with the channels of the output it fills."""
+    if pixels.dtype == np.uint8:
+        yield slice(None), Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
+        return
+    for c in range(pixels.shape[-1]):
+        yield c, Image.fromarray(np.ascontiguousarray(pixels[..., c], np.float32))

@@ -1,5 +1,7 @@
 """A few samples of a stored dataset to look at: the first rows of each class with their labels, and one image as the
-model sees it, read from the dataset's validated file as it streams (never the whole dataset at once).
+model sees it, read from the dataset's validated file (a local file, or a blob store's seekable ranged reader) as
+it streams: never the whole dataset at once, and for one image only the bytes of that image where the file
+allows (an image zip's member; an npz row stored uncompressed) beside the archive's directory.
 
 A sample's index is its row in the upload, as the explainability reports number rows: an npz's row, a text's
 position among the texts, and for an archive of images the position of its path among the images' paths sorted.
@@ -13,26 +15,27 @@ from collections.abc import Generator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image
 
 from domain.errors import DatasetRejected
 from domain.ingest.archive import SafeZip
-from domain.ingest.arrays import label_names, npz_batches
+from domain.ingest.arrays import label_names, npz_stream
 from domain.ingest.detect import TEXT_FORMATS
-from domain.ingest.images import decode_pixels
-from domain.ingest.imagezip import class_members
+from domain.ingest.imagezip import class_members, member_pixels
 from domain.ingest.limits import Limits
-from domain.ingest.resize import capped, fit_pixels
+from domain.ingest.resize import capped
 from domain.ingest.tables import text_rows
 
 THUMBNAIL_SIDE = 128
 """The longest side of an image sample's PNG: larger images are scaled down to it (aspect kept), smaller ones kept."""
 TEXT_CHARS = 1000
 """Most characters of a text sample that are shown."""
-STORED = Limits(max_upload_bytes=2**62, min_samples_per_class=1, max_classes=2**31 - 1)
-"""Bounds for reading a dataset that passed validation at upload: whatever the class settings say now."""
+STORED = Limits(max_upload_bytes=2**62, min_samples_per_class=1, max_classes=2**31 - 1, max_image_file_bytes=2**62)
+"""Bounds for reading a dataset that passed validation at upload: whatever the class settings say now; an image is
+still decoded only within the per-image pixel limit (what one decode holds), a file's size no longer matters."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,10 @@ def _members_by_row(archive: SafeZip) -> list[tuple[zipfile.ZipInfo, str]]:
     return sorted(class_members(archive, STORED), key=lambda member: member[0].filename)
 
 
-def _rows(path: Path, fmt: str) -> Generator[tuple[str, str | None], None, None]:
+Source = Path | BinaryIO
+
+
+def _rows(path: Source, fmt: str) -> Generator[tuple[str, str | None], None, None]:
     """Each row's label and (for a text dataset) text, in row order; no pixel is read."""
     if fmt in TEXT_FORMATS:
         yield from ((label, text) for text, label in text_rows(path, fmt, STORED))
@@ -72,13 +78,14 @@ def _rows(path: Path, fmt: str) -> Generator[tuple[str, str | None], None, None]
         with SafeZip(path, STORED) as archive:
             yield from ((label, None) for _, label in _members_by_row(archive))
     elif fmt == "npz":
-        with npz_batches(path, STORED) as (npz, _):
-            yield from ((label, None) for label in label_names(npz.labels))
+        with npz_stream(path, STORED) as npz:
+            for labels in npz.labels():
+                yield from ((label, None) for label in label_names(labels))
     else:
         raise DatasetRejected("unknown-format", f"unknown dataset format {fmt!r}")
 
 
-def pick_samples(path: Path, fmt: str, classes: Sequence[str], counts: Mapping[str, int], limit: int) -> list[Sample]:
+def pick_samples(path: Source, fmt: str, classes: Sequence[str], counts: Mapping[str, int], limit: int) -> list[Sample]:
     """Up to `limit` samples spread over `classes` (`quotas`): the first rows of each class, one class after the
     other in turn; the file is read only as far as the last row chosen."""
     wanted = quotas(classes, counts, limit)
@@ -95,33 +102,22 @@ def pick_samples(path: Path, fmt: str, classes: Sequence[str], counts: Mapping[s
             if turn < len(chosen[name])]
 
 
-def _npz_row(path: Path, index: int) -> np.ndarray | None:
-    with npz_batches(path, STORED) as (_, batches):
-        start = 0
-        for batch in batches:
-            if index < start + len(batch):
-                row: np.ndarray = batch[index - start]
-                return row
-            start += len(batch)
-    return None
-
-
-def sample_pixels(path: Path, fmt: str, index: int, shape: tuple[int, int, int]) -> np.ndarray | None:
+def sample_pixels(path: Source, fmt: str, index: int, shape: tuple[int, int, int]) -> np.ndarray | None:
     """Row `index` of an image dataset as the model sees it: [H, W, C] at the dataset's `shape` (its profile's
-    height, width and channels), brought there by the resize policy; None when there is no such row."""
+    height, width and channels), brought there by the resize policy; None when there is no such row. Reads the
+    archive's directory and that row's image, and for a compressed npz the rows before it (streamed, not held)."""
     height, width, channels = shape
     if fmt == "image_zip":
         with SafeZip(path, STORED) as archive:
             members = _members_by_row(archive)
             if index >= len(members):
                 return None
-            info, _ = members[index]
-            pixels, _ = decode_pixels(archive.read(info), info.filename, STORED, channels, (height, width))
+            pixels, _ = member_pixels(archive, members[index][0], STORED, channels, (height, width))
             return pixels
     if fmt != "npz":
         raise DatasetRejected("unknown-format", f"a {fmt!r} dataset holds no images")
-    row = _npz_row(path, index)
-    return None if row is None else fit_pixels(row[None], (height, width))[0]
+    with npz_stream(path, STORED) as npz:
+        return npz.row(index, (height, width))
 
 
 def thumbnail_png(pixels: np.ndarray, side: int = THUMBNAIL_SIDE) -> bytes:

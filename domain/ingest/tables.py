@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
+from typing import BinaryIO
 
 from domain.errors import DatasetRejected
 from domain.ingest.limits import Limits
@@ -14,11 +16,11 @@ _BOM = "\ufeff"
 _LINE_SLACK_BYTES = 64 * 1024
 
 
-def _lines(path: Path, limits: Limits) -> Iterator[tuple[int, str]]:
-    """(line number, decoded line with its newline), one line in memory at a time."""
+def _lines(path: Path | BinaryIO, limits: Limits) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line with its newline) of a file or a binary reader, one line in memory at a time."""
     max_bytes = limits.max_text_chars * 4 + _LINE_SLACK_BYTES
     offset = 0
-    with path.open("rb") as f:
+    with path.open("rb") if isinstance(path, Path) else nullcontext(path) as f:
         line_no = 0
         while raw := f.readline(max_bytes + 1):
             line_no += 1
@@ -51,7 +53,7 @@ def _sample(
     return line_no, text, None if label is None else label.strip()
 
 
-def _csv_rows(path: Path, limits: Limits, labelled: bool) -> Iterator[tuple[int, str, str | None]]:
+def _csv_rows(path: Path | BinaryIO, limits: Limits, labelled: bool) -> Iterator[tuple[int, str, str | None]]:
     reader = csv.reader(line for _, line in _lines(path, limits))
     try:
         header = next(reader, None)
@@ -78,7 +80,7 @@ def _csv_rows(path: Path, limits: Limits, labelled: bool) -> Iterator[tuple[int,
         raise DatasetRejected("malformed-csv", f"line {reader.line_num}: {exc}") from exc
 
 
-def _tsv_rows(path: Path, limits: Limits, labelled: bool) -> Iterator[tuple[int, str, str | None]]:
+def _tsv_rows(path: Path | BinaryIO, limits: Limits, labelled: bool) -> Iterator[tuple[int, str, str | None]]:
     for line_no, line in _lines(path, limits):
         line = line.rstrip("\r\n")
         if not line.strip():
@@ -89,7 +91,7 @@ def _tsv_rows(path: Path, limits: Limits, labelled: bool) -> Iterator[tuple[int,
         yield _sample(text, label, line_no, "tsv", limits) if tab else _sample(line, None, line_no, "tsv", limits)
 
 
-def text_rows(path: Path, fmt: str, limits: Limits) -> Iterator[tuple[str, str]]:
+def text_rows(path: Path | BinaryIO, fmt: str, limits: Limits) -> Iterator[tuple[str, str]]:
     """(text, label) pairs of a "csv" or "tsv" file, streamed; malformed lines are refused with their number."""
     rows = _csv_rows(path, limits, True) if fmt == "csv" else _tsv_rows(path, limits, True)
     return ((text, label) for _, text, label in rows if label is not None)  # labelled rows always have one

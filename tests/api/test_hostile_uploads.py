@@ -34,6 +34,7 @@ from store.models import Dataset
 from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, patch_zip_header, png_bytes, write_npz, write_text_csv, write_zip
+from tests.domain.test_bounded_inspection import header_only_npz
 from tests.domain.test_ingest_archive import alias_member, nested_zip
 from tests.domain.test_ingest_images import claim_size
 from tests.store.test_blobs import fill_disk
@@ -68,6 +69,12 @@ def _members(*extra: tuple[str | zipfile.ZipInfo, bytes], counts: tuple[int, ...
 def _zip(*extra: tuple[str | zipfile.ZipInfo, bytes], counts: tuple[int, ...] = (6, 6),
          compression: int = zipfile.ZIP_DEFLATED, then: Callable[[Path], Path] = lambda path: path) -> Build:
     return lambda folder: then(write_zip(folder / "data.zip", _members(*extra, counts=counts), compression))
+
+
+@cache
+def _junk(size: int) -> bytes:
+    """`size` random bytes (deflate cannot shrink them: no zip-bomb refusal comes first)."""
+    return np.random.default_rng(0).bytes(size)
 
 
 def _file(name: str, data: bytes) -> Build:
@@ -111,6 +118,16 @@ CORPUS: dict[str, Hostile] = {
     "truncated-zip": Hostile(_cut(0.5, _zip()), "corrupt-archive", "not a valid zip archive"),
     "decompression-bomb": Hostile(_zip(("a/bomb.png", claim_size(_png(0), 60_000, 60_000))), "image-too-large",
                                   "a/bomb.png"),
+    "png-then-30-mb-of-junk": Hostile(_zip(("a/junk.png", _png(0) + _junk(30 * MIB))), "image-too-large",
+                                      "a/junk.png has 31457"),
+    "jpeg-with-data-after-its-end": Hostile(_zip(("a/tail.jpg", _png(1, "JPEG") + _junk(2 * MIB))), "image-too-large",
+                                            "data after the image's end counts against its limits"),
+    "image-over-the-pixel-limit": Hostile(_zip(("a/wide.png", claim_size(_png(0), 4096, 4096))), "image-too-large",
+                                          "16777216 pixels"),
+    "npz-rows-over-the-pixel-limit": Hostile(lambda folder: header_only_npz(folder / "d.npz", (12, 4096, 4096, 3)),
+                                             "image-too-large", "16777216 pixels"),
+    "npz-fortran-order": Hostile(lambda folder: write_npz(folder / "d.npz", x=np.asfortranarray(
+        np.zeros((12, 8, 8, 3), np.uint8)), y=np.arange(12) % 2), "malformed-npz", "Fortran"),
     "corrupt-png": Hostile(_zip(("a/cut.png", _png(1)[:-30])), "undecodable-image", "a/cut.png"),
     "corrupt-jpeg": Hostile(_zip(("a/cut.jpg", _png(1, "JPEG")[:-100])), "undecodable-image", "a/cut.jpg"),
     "not-an-image": Hostile(_zip(("a/readme.png", b"hello")), "undecodable-image", "a/readme.png"),
