@@ -8,27 +8,29 @@ also send the session's CSRF token in the `X-CSRF-Token` header. Both are rate l
 
 from __future__ import annotations
 
+import hmac
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
+import anyio
 from celery import Celery
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session, contains_eager, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
 from domain.errors import RateLimited
 from infra.ratelimit import RateLimiter, make_limiter
 from infra.settings import Settings
-from store.apikeys import find_api_key
+from store.apikeys import KEY_PREFIX, PREFIX_CHARS, hash_key, record_use
 from store.base import utcnow
-from store.db import session_scope
 from store.models import ApiKey, User, WebSession
-from store.sessions import csrf_matches, find_session
+from store.sessions import csrf_matches
 
 SESSION_COOKIE = "netsynth_session"
 """The cookie that carries a browser's session token."""
@@ -78,11 +80,32 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """A session that commits when the request succeeds and rolls back when it raises."""
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """A session that commits when the request succeeds and rolls back when it raises, then closes.
+
+    Made in the event loop (a session takes no connection before its first statement); its end, which waits for the
+    database, runs in one worker thread, shielded from a cancelled request so that its connection always goes back.
+    """
     factory: sessionmaker[Session] = request.app.state.session_factory
-    with session_scope(factory) as session:
+    session = factory()
+    try:
         yield session
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_end, session, False)
+        raise
+    with anyio.CancelScope(shield=True):
+        await run_in_threadpool(_end, session, True)
+
+
+def _end(session: Session, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    finally:
+        session.close()
 
 
 def get_limiter(request: Request) -> RateLimiter:
@@ -99,10 +122,56 @@ def get_sender(request: Request) -> Celery:
     return sender
 
 
-SenderDep = Annotated[Celery, Depends(get_sender)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+async def _settings(request: Request) -> Settings:
+    return get_settings(request)
+
+
+async def _sender(request: Request) -> Celery:
+    return get_sender(request)
+
+
+# the dependencies that need no thread are coroutines: FastAPI runs a plain function's in a worker thread
+SenderDep = Annotated[Celery, Depends(_sender)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
 # scope="function": the commit runs before the response is sent, so a failed commit is never reported as success.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+
+# built once: a statement made per request costs more CPU than its execution (construction, then its cache key)
+_KEY = (select(ApiKey).join(ApiKey.user).options(contains_eager(ApiKey.user))
+        .where(ApiKey.prefix == bindparam("prefix")))
+_WEB_SESSION = (select(WebSession).join(WebSession.api_key).join(ApiKey.user)
+                .options(contains_eager(WebSession.api_key).contains_eager(ApiKey.user))
+                .where(WebSession.token_hash == bindparam("token_hash")))
+
+
+def find_key(session: Session, plaintext: str, now: datetime | None = None) -> ApiKey | None:
+    """`store.apikeys.find_api_key` in one statement: the key with its user (there, a second statement reads the
+    user). None for a key that is unknown, wrong or revoked, or whose user is disabled; its use recorded otherwise."""
+    if not plaintext.startswith(KEY_PREFIX) or len(plaintext) <= len(KEY_PREFIX) + PREFIX_CHARS:
+        return None
+    prefix = plaintext[len(KEY_PREFIX):len(KEY_PREFIX) + PREFIX_CHARS]
+    row = session.scalars(_KEY, {"prefix": prefix}).one_or_none()
+    if row is None or row.revoked_at is not None or row.user.disabled_at is not None:
+        return None
+    if not hmac.compare_digest(row.key_hash, hash_key(plaintext)):
+        return None
+    record_use(row, now or utcnow())
+    return row
+
+
+def find_web_session(session: Session, token: str, now: datetime | None = None) -> WebSession | None:
+    """`store.sessions.find_session` in one statement: the session with its key and the key's user (there, three).
+    None for a session that is unknown, expired or ended, or whose key is revoked or user disabled."""
+    now = now or utcnow()
+    row = session.scalars(_WEB_SESSION, {"token_hash": hash_key(token)}).one_or_none()
+    if row is None or row.expires_at <= now:
+        return None
+    key = row.api_key
+    if key.revoked_at is not None or key.user.disabled_at is not None:
+        return None
+    record_use(key, now)
+    return row
 
 
 def limit_rate(request: Request, key: ApiKey) -> None:
@@ -121,7 +190,7 @@ def get_web_session(
     without its CSRF token, RateLimited past its API key's rate."""
     if token is None:
         raise Unauthenticated(f"no session cookie: {SIGN_IN}")
-    row = find_session(session, token)
+    row = find_web_session(session, token)
     if row is None:
         raise Unauthenticated("the session cookie is unknown or its session has ended (expired, signed out, or its "
                               f"API key revoked): {SIGN_IN} again", invalid_token=True)
@@ -137,12 +206,13 @@ def get_web_session(
     return row
 
 
-def get_current_user(
-    request: Request,
-    session: SessionDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    token: Annotated[str | None, Depends(_cookie)],
-) -> User:
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+"""The `Authorization: Bearer` credentials, if sent (no database work: FastAPI runs it in the event loop)."""
+CookieDep = Annotated[str | None, Depends(_cookie)]
+"""The session cookie's token, if sent (no database work either)."""
+
+
+def get_current_user(request: Request, session: SessionDep, credentials: BearerDep, token: CookieDep) -> User:
     """The user whose API key the `Authorization: Bearer` header carries or, without that header, whose session the
     session cookie names (`get_web_session`); raise Unauthenticated otherwise, and RateLimited when the key has
     sent more requests than its rate allows."""
@@ -150,12 +220,25 @@ def get_current_user(
         return get_web_session(request, session, token).user
     if credentials is None:
         raise Unauthenticated(f"an API key is required: send 'Authorization: Bearer <key>', or {SIGN_IN}")
-    key = find_api_key(session, credentials.credentials)
+    key = find_key(session, credentials.credentials)
     if key is None:
         raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
     limit_rate(request, key)
     setattr(request.state, CREDENTIAL, Credential(key.id))
     return key.user
+
+
+AUTHENTICATES = "netsynth_authenticates"
+"""The attribute of an endpoint that calls `get_current_user` itself rather than depending on it (`authenticates`)."""
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def authenticates(endpoint: F) -> F:
+    """Mark an endpoint that authenticates its request by calling `get_current_user` itself, in the worker thread
+    that does the rest of its database work (a dependency takes a thread of its own): its OpenAPI responses list
+    what authenticating can answer all the same (`api.openapi.ProblemRoute`). It takes `BearerDep` and `CookieDep`."""
+    setattr(endpoint, AUTHENTICATES, True)
+    return endpoint
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]

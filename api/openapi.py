@@ -18,7 +18,7 @@ from fastapi.dependencies.utils import get_flat_params
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
-from api.deps import CSRF_HEADER, SAFE_METHODS, get_current_user, get_web_session
+from api.deps import AUTHENTICATES, CSRF_HEADER, SAFE_METHODS, get_current_user, get_web_session
 from api.errors import PROBLEM_JSON, CsrfRejected, Unauthenticated, entry_for
 from api.schemas.problem import Problem
 from domain.errors import RateLimited
@@ -80,7 +80,8 @@ class ProblemRoute(APIRoute):
 
     def _implied(self) -> Iterator[tuple[int, str]]:
         """The statuses this route can answer because of its shape, and why."""
-        if {get_current_user, get_web_session} & set(_calls(self.dependant)):
+        if {get_current_user, get_web_session} & set(_calls(self.dependant)) or getattr(self.endpoint, AUTHENTICATES,
+                                                                                       False):
             yield _status(Unauthenticated), ("No API key or session cookie, or one that is unknown, wrong, revoked or "
                                              "ended.")
             yield _status(RateLimited), "The API key sent more requests than its rate allows: see Retry-After."

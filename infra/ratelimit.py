@@ -59,6 +59,25 @@ class RateLimiter:
         return max(0.0, reset - time.time())
 
 
+class InlineExpiryStorage(MemoryStorage):
+    """`limits`' in-memory storage, its old entries dropped inline, at most once every EXPIRE_SECONDS, by the hits
+    themselves. The parent starts a timer thread (10 ms) at every hit that finds none alive: with requests more than
+    10 ms apart, as pollers' are, that was a thread per request, about half a millisecond of CPU each. Dropping them
+    later changes no answer: a moving window counts only the entries inside it."""
+
+    EXPIRE_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._expired_at = time.monotonic()
+
+    def _MemoryStorage__schedule_expiry(self) -> None:  # replaces the parent's private timer
+        now = time.monotonic()
+        if now - self._expired_at >= self.EXPIRE_SECONDS:
+            self._expired_at = now
+            self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+
+
 def make_limiter(settings: Settings) -> RateLimiter:
     """The limiter `settings` configure: on the Redis broker when it is one, else in memory."""
     storage: Storage
@@ -66,6 +85,6 @@ def make_limiter(settings: Settings) -> RateLimiter:
         storage = RedisStorage(settings.broker_url, key_prefix=KEY_PREFIX, wrap_exceptions=True,
                                socket_connect_timeout=2, socket_timeout=2)
     else:
-        storage = MemoryStorage()
+        storage = InlineExpiryStorage()
     requests, seconds = window(settings.rate_limit_per_minute, settings.rate_limit_burst)
     return RateLimiter(storage, requests, seconds)
