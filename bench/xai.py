@@ -134,12 +134,14 @@ def run_dataset(name: str, noise: str, budget_s: float, seed: int, data_dir: Pat
 
 
 def suspect_figures(content: dict[str, Any], parts: Any, flipped: np.ndarray) -> dict[str, Any] | None:
-    """The suspects' count, and their recall and precision against the flipped rows among the rows checked (the
-    training rows, or training and validation rows where the floor's out-of-fold probabilities judged them)."""
+    """The suspects' count, and their recall and precision against the flipped rows among the rows the report could
+    check (the training rows, or training and validation rows where the floor's out-of-fold probabilities judged
+    them): where it judged a sample of the training rows (``rows_checked`` below ``training_rows``), the flips it did
+    not judge count as missed."""
     about = content.get("suspects")
     if about is None:
         return None
-    checked = parts.train if about["rows_checked"] == len(parts.train) else np.concatenate([parts.train, parts.val])
+    checked = parts.train if about["rows_checked"] <= len(parts.train) else np.concatenate([parts.train, parts.val])
     flips = set(flipped.tolist()) & set(checked.tolist())
     listed = {s["row"] for s in content["suspect_labels"]}
     hits = len(listed & flips)
