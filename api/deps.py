@@ -8,7 +8,6 @@ also send the session's CSRF token in the `X-CSRF-Token` header. Both are rate l
 
 from __future__ import annotations
 
-import hmac
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,17 +19,17 @@ from celery import Celery
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import Session, contains_eager, sessionmaker
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
 from domain.errors import RateLimited
 from infra.ratelimit import RateLimiter, make_limiter
 from infra.settings import Settings
-from store.apikeys import KEY_PREFIX, PREFIX_CHARS, hash_key, record_use
+from store.apikeys import find_api_key
 from store.base import utcnow
 from store.models import ApiKey, User, WebSession
-from store.sessions import csrf_matches
+from store.sessions import csrf_matches, find_session
 
 SESSION_COOKIE = "netsynth_session"
 """The cookie that carries a browser's session token."""
@@ -138,42 +137,6 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 # built once: a statement made per request costs more CPU than its execution (construction, then its cache key)
-_KEY = (select(ApiKey).join(ApiKey.user).options(contains_eager(ApiKey.user))
-        .where(ApiKey.prefix == bindparam("prefix")))
-_WEB_SESSION = (select(WebSession).join(WebSession.api_key).join(ApiKey.user)
-                .options(contains_eager(WebSession.api_key).contains_eager(ApiKey.user))
-                .where(WebSession.token_hash == bindparam("token_hash")))
-
-
-def find_key(session: Session, plaintext: str, now: datetime | None = None) -> ApiKey | None:
-    """`store.apikeys.find_api_key` in one statement: the key with its user (there, a second statement reads the
-    user). None for a key that is unknown, wrong or revoked, or whose user is disabled; its use recorded otherwise."""
-    if not plaintext.startswith(KEY_PREFIX) or len(plaintext) <= len(KEY_PREFIX) + PREFIX_CHARS:
-        return None
-    prefix = plaintext[len(KEY_PREFIX):len(KEY_PREFIX) + PREFIX_CHARS]
-    row = session.scalars(_KEY, {"prefix": prefix}).one_or_none()
-    if row is None or row.revoked_at is not None or row.user.disabled_at is not None:
-        return None
-    if not hmac.compare_digest(row.key_hash, hash_key(plaintext)):
-        return None
-    record_use(row, now or utcnow())
-    return row
-
-
-def find_web_session(session: Session, token: str, now: datetime | None = None) -> WebSession | None:
-    """`store.sessions.find_session` in one statement: the session with its key and the key's user (there, three).
-    None for a session that is unknown, expired or ended, or whose key is revoked or user disabled."""
-    now = now or utcnow()
-    row = session.scalars(_WEB_SESSION, {"token_hash": hash_key(token)}).one_or_none()
-    if row is None or row.expires_at <= now:
-        return None
-    key = row.api_key
-    if key.revoked_at is not None or key.user.disabled_at is not None:
-        return None
-    record_use(key, now)
-    return row
-
-
 def limit_rate(request: Request, key: ApiKey) -> None:
     """Count one request of `key`; RateLimited when the key has sent more requests than its rate allows."""
     limiter = get_limiter(request)
@@ -190,7 +153,7 @@ def get_web_session(
     without its CSRF token, RateLimited past its API key's rate."""
     if token is None:
         raise Unauthenticated(f"no session cookie: {SIGN_IN}")
-    row = find_web_session(session, token)
+    row = find_session(session, token)
     if row is None:
         raise Unauthenticated("the session cookie is unknown or its session has ended (expired, signed out, or its "
                               f"API key revoked): {SIGN_IN} again", invalid_token=True)
@@ -220,7 +183,7 @@ def get_current_user(request: Request, session: SessionDep, credentials: BearerD
         return get_web_session(request, session, token).user
     if credentials is None:
         raise Unauthenticated(f"an API key is required: send 'Authorization: Bearer <key>', or {SIGN_IN}")
-    key = find_key(session, credentials.credentials)
+    key = find_api_key(session, credentials.credentials)
     if key is None:
         raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
     limit_rate(request, key)

@@ -10,8 +10,8 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import bindparam, delete, select
+from sqlalchemy.orm import Session, contains_eager
 
 from store.apikeys import hash_key, record_use
 from store.base import utcnow
@@ -41,11 +41,17 @@ def start_session(session: Session, key: ApiKey, lifetime: timedelta, now: datet
     return IssuedSession(row=row, token=token)
 
 
+_WEB_SESSION = (select(WebSession).join(WebSession.api_key).join(ApiKey.user)
+                .options(contains_eager(WebSession.api_key).contains_eager(ApiKey.user))
+                .where(WebSession.token_hash == bindparam("token_hash")))
+"""A session with its key and the key's user, in one statement built once."""
+
+
 def find_session(session: Session, token: str, now: datetime | None = None) -> WebSession | None:
-    """The live session `token` names (its key's use recorded), or None when it is unknown, expired or deleted, or
-    its key is revoked or its user disabled."""
+    """The live session `token` names (its key's use recorded, key and user loaded), or None when it is unknown,
+    expired or deleted, or its key is revoked or its user disabled."""
     now = now or utcnow()
-    row = session.scalars(select(WebSession).where(WebSession.token_hash == hash_key(token))).one_or_none()
+    row = session.scalars(_WEB_SESSION, {"token_hash": hash_key(token)}).one_or_none()
     if row is None or row.expires_at <= now:
         return None
     key = row.api_key

@@ -75,7 +75,8 @@ class JobOut(BaseModel):
     progress: float
     device_seconds: float = Field(description="Device-seconds the job has spent: the wall-clock seconds of the "
                                                 "worker process that ran it (its attempts added), which holds a "
-                                                "device for that long.")
+                                                "device for that long, and those of the workers that trained its "
+                                                "search trials.")
     error: str | None
     attempts: int
     cancel_requested: bool

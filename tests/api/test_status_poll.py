@@ -1,5 +1,5 @@
 """`GET /jobs/{id}`, the status poll, checks its caller in the same worker thread as its read (`api.routes.jobs`),
-with one statement for the key and its user (`api.deps.find_key`): it answers exactly what the job list answers,
+with one statement for the key and its user (`store.apikeys.find_api_key`): it answers exactly what the job list answers,
 and a revoked key, a disabled user, an ended session, a rate past its limit or another user's job are refused from
 the very next poll, by API key and by session cookie alike."""
 
@@ -9,14 +9,15 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 from datetime import timedelta
 
 import httpx
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from api.deps import find_key, find_web_session
 from infra.ratelimit import make_limiter
 from infra.settings import Settings
 from store.apikeys import find_api_key
@@ -162,21 +163,30 @@ def _cases(factory: sessionmaker[Session]) -> tuple[list[str], list[str]]:
     return [*keys, "ns_" + "x" * 43, "ns_short", "not-a-key", ""], [*tokens, "unknown-token", ""]
 
 
-def test_the_one_statement_lookups_find_what_the_stores_find(factory: sessionmaker[Session]) -> None:
-    """`api.deps.find_key` and `find_web_session` do in one statement what `store.apikeys.find_api_key` and
-    `store.sessions.find_session` do in two or three: they must not drift apart."""
+def test_the_key_and_session_lookups_find_only_live_credentials_each_in_one_statement(
+        factory: sessionmaker[Session]) -> None:
+    """`store.apikeys.find_api_key` and `store.sessions.find_session`, which every authenticated request runs: the
+    working user's key and the key of the user whose session expired; the working session; each with its user loaded
+    by the one statement that found it."""
     keys, tokens = _cases(factory)
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
     with factory() as s:
-        for key in keys:
-            ours, theirs = find_key(s, key), find_api_key(s, key)
-            assert (ours and ours.id, ours and ours.user.id) == (theirs and theirs.id, theirs and theirs.user.id), key
-        for token in tokens:
-            ours_s, theirs_s = find_web_session(s, token), find_session(s, token)
-            assert (ours_s and ours_s.id) == (theirs_s and theirs_s.id), token
+        assert [key for key in keys if find_api_key(s, key) is not None] == [keys[0], keys[6]]
+        assert [t for t in tokens if find_session(s, t) is not None] == tokens[:1]
         s.rollback()
-        # the keys of the working user and of the one whose session expired; the working session
-        assert [key for key in keys if find_key(s, key) is not None] == [keys[0], keys[6]]
-        assert [t for t in tokens if find_web_session(s, t) is not None] == tokens[:1]
+        event.listen(s.get_bind(), "before_cursor_execute", count)
+        try:
+            key = find_api_key(s, keys[0])
+            assert key is not None and key.user.disabled_at is None
+            web = find_session(s, tokens[0])
+            assert web is not None and web.api_key.user.disabled_at is None
+        finally:
+            event.remove(s.get_bind(), "before_cursor_execute", count)
+        assert len(statements) == 2, statements
 
 
 def test_spaced_requests_start_no_thread_in_the_memory_rate_limiter(monkeypatch: pytest.MonkeyPatch) -> None:

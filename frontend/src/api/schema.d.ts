@@ -861,7 +861,7 @@ export interface components {
             dataset_id: string | null;
             /**
              * Device Seconds
-             * @description Device-seconds the job has spent: the wall-clock seconds of the worker process that ran it (its attempts added), which holds a device for that long.
+             * @description Device-seconds the job has spent: the wall-clock seconds of the worker process that ran it (its attempts added), which holds a device for that long, and those of the workers that trained its search trials.
              */
             device_seconds: number;
             /** Error */
