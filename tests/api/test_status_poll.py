@@ -1,7 +1,7 @@
 """`GET /jobs/{id}`, the status poll, checks its caller in the same worker thread as its read (`api.routes.jobs`),
 with one statement for the key and its user (`store.apikeys.find_api_key`): it answers exactly what the job list
-answers, and a revoked key, a disabled user, an ended session, a rate past its limit or another user's job are refused from
-the very next poll, by API key and by session cookie alike."""
+answers, and a revoked key, a disabled user, an ended session, a rate past its limit or another user's job are
+refused from the very next poll, by API key and by session cookie alike."""
 
 from __future__ import annotations
 
