@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,18 @@ async def _client(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.Asyn
     app.state.engine.dispose()
 
 
+def _bucket(s3_server: S3Server, db_url: str, tmp_path: Path) -> tuple[str, Settings, Callable[[], list[str]]]:
+    """A fresh bucket, the API's settings that keep blobs in it, and a listing of the objects it holds."""
+    bucket = s3_server.bucket()
+    settings = Settings(database_url=db_url, blob_dir=tmp_path / "scratch", blob_url=f"s3://{bucket}/netsynth",
+                        s3_endpoint_url=s3_server.endpoint, broker_url=f"filesystem://{tmp_path}/broker")
+    listing = s3_server.client()
+
+    def objects() -> list[str]:
+        return [o["Key"] for o in listing.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    return bucket, settings, objects
+
+
 @pytest.fixture
 def digits_zip(tmp_path: Path) -> Path:
     x, y = digits_arrays()
@@ -51,13 +63,7 @@ def digits_zip(tmp_path: Path) -> Path:
 @pytest.mark.anyio
 async def test_upload_samples_and_delete_through_the_bucket(db_url: str, tmp_path: Path, s3_server: S3Server,
                                                              aws_env: None, digits_zip: Path) -> None:
-    bucket = s3_server.bucket()
-    settings = Settings(database_url=db_url, blob_dir=tmp_path / "scratch", blob_url=f"s3://{bucket}/netsynth",
-                        s3_endpoint_url=s3_server.endpoint, broker_url=f"filesystem://{tmp_path}/broker")
-    listing = s3_server.client()
-
-    def objects() -> list[str]:
-        return [o["Key"] for o in listing.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    bucket, settings, objects = _bucket(s3_server, db_url, tmp_path)
 
     async for app, client in _client(settings):
         account: Account = make_account(app.state.session_factory)
@@ -66,7 +72,7 @@ async def test_upload_samples_and_delete_through_the_bucket(db_url: str, tmp_pat
         dataset = r.json()
         (key,) = objects()
         assert key.startswith(f"netsynth/datasets/{account.user.id.hex}/")
-        assert listing.head_object(Bucket=bucket, Key=key)["ContentLength"] == digits_zip.stat().st_size
+        assert s3_server.client().head_object(Bucket=bucket, Key=key)["ContentLength"] == digits_zip.stat().st_size
         assert not [p for p in (tmp_path / "scratch" / ".staging").iterdir()]  # the received file was consumed
         samples = await client.get(f"{URL}/{dataset['id']}/samples", headers=account.auth, params={"limit": 4})
         assert samples.status_code == 200, samples.text
@@ -168,13 +174,7 @@ async def test_a_failed_blob_delete_keeps_the_dataset_whole(db_url: str, tmp_pat
     """The blob store failing to delete (here: pointed at a bucket that does not exist) answers 503 and leaves the
     dataset listed with its object; sent again once the store answers, the delete removes both. Before, the row
     was committed away first: a 503 for a dataset that was gone, and its object left behind for good."""
-    bucket = s3_server.bucket()
-    settings = Settings(database_url=db_url, blob_dir=tmp_path / "scratch", blob_url=f"s3://{bucket}/netsynth",
-                        s3_endpoint_url=s3_server.endpoint, broker_url=f"filesystem://{tmp_path}/broker")
-    listing = s3_server.client()
-
-    def objects() -> list[str]:
-        return [o["Key"] for o in listing.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    _, settings, objects = _bucket(s3_server, db_url, tmp_path)
 
     async for app, client in _client(settings):
         account = make_account(app.state.session_factory)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -21,24 +19,12 @@ from store.jobs import append_event, transition
 from store.models import Job, JobState
 from store.notify import Listener, subscribe
 from tests.api.conftest import Account
+from tests.api.sse import sse_events
 from tests.store.factories import make_job
 from tests.workers.service import ApiServer, wait_for
 
 pytestmark = pytest.mark.anyio
 LATER = 3  # events appended while the watchers stream, before the final one
-
-
-async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The events of an SSE response as they arrive: dicts of `id`, `event` and parsed `data`."""
-    fields: dict[str, Any] = {}
-    async for line in response.aiter_lines():
-        if not line:
-            if fields:
-                yield fields
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            fields[name] = json.loads(value) if name == "data" else value
 
 
 def _running_job(factory: sessionmaker[Session], account: Account) -> uuid.UUID:
@@ -81,7 +67,7 @@ async def test_the_watchers_of_a_job_cost_the_queries_of_one(
             async def watch(i: int) -> None:
                 async with client.stream("GET", url, headers=account.auth) as r:
                     assert r.status_code == 200
-                    async for item in _events(r):
+                    async for item in sse_events(r):
                         got[i].append(item)
                         started[i].set()
 
@@ -95,7 +81,7 @@ async def test_the_watchers_of_a_job_cost_the_queries_of_one(
                     await anyio.to_thread.run_sync(_append_then_finish, factory, job_id)
             used = statements[before:]
             async with client.stream("GET", url, headers=account.auth | {"Last-Event-ID": got[0][2]["id"]}) as r:
-                resumed = [e async for e in _events(r)]
+                resumed = [e async for e in sse_events(r)]
     kinds = ["attempt", *["progress"] * LATER, "succeeded", "end"]
     for events in got:
         assert [e["event"] for e in events] == kinds

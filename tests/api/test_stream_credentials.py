@@ -4,10 +4,9 @@ job goes on), and the stream carries on meanwhile."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import cast
 
 import anyio
 import anyio.to_thread
@@ -23,24 +22,12 @@ from store.jobs import append_event, transition
 from store.models import Job, JobState, User
 from store.users import disable_user
 from tests.api.conftest import Account
+from tests.api.sse import sse_events
 from tests.store.factories import make_job
 from tests.workers.service import ApiServer
 
 pytestmark = pytest.mark.anyio
 End = Callable[[httpx.AsyncClient, dict[str, str]], Awaitable[None]]
-
-
-async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """The events of an SSE response as they arrive: dicts of `id`, `event` and parsed `data`."""
-    fields: dict[str, Any] = {}
-    async for line in response.aiter_lines():
-        if not line:
-            if fields:
-                yield fields
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            fields[name] = json.loads(value) if name == "data" else value
 
 
 def _running_job(factory: sessionmaker[Session], user: User) -> uuid.UUID:
@@ -100,7 +87,7 @@ async def test_the_stream_ends_with_its_credential(settings: Settings, factory: 
             with anyio.fail_after(60):  # a stream that outlived its credential would only ping until this
                 async with client.stream("GET", f"/api/v1/jobs/{job_id}/events", headers=auth) as r:
                     assert r.status_code == 200
-                    events = _events(r)
+                    events = sse_events(r)
                     assert (await anext(events))["event"] == "attempt"
                     await anyio.sleep(0.5)  # several checks pass while the credential holds
                     await anyio.to_thread.run_sync(_append, factory, job_id)
