@@ -17,6 +17,7 @@ from core.spec import Spec
 from domain.onnx_run import OnnxClassifier
 from synthesis.explain import Report
 from synthesis.explain.summary import calibration
+from synthesis.linear import scores
 
 PARITY_TOLERANCE = 1e-3
 """Largest difference in any class probability between the ONNX export and the trained network."""
@@ -57,7 +58,8 @@ def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: n
     """
     model = build(spec)
     proba = predict_proba(model, variables, x_test) if len(y_test) else None  # one pass: every test figure
-    test = proba_metrics(proba, y_test) if proba is not None else {}
+    test = dict(zip(("accuracy", "loss"), scores(np.log(np.maximum(proba, 1e-30)), y_test), strict=True)) \
+        if proba is not None else {}
     reliability = calibration(proba, y_test) if proba is not None else None
     onnx = onnx_export.to_onnx_bytes(spec, variables)
     classifier = OnnxClassifier(onnx)
@@ -74,12 +76,6 @@ def deliver(spec: Spec, variables: dict[str, Any], x_test: np.ndarray, y_test: n
                reliability["bins"]}
     return Delivered(spec=spec.to_dict(), weights=weights, onnx=onnx, param_count=info.params, metrics=metrics,
                      architecture=architecture(spec))
-
-
-def proba_metrics(proba: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """Accuracy and mean cross-entropy of predicted probabilities `proba` against labels `y`."""
-    picked = np.clip(proba[np.arange(len(y)), y], np.finfo(np.float32).tiny, None)
-    return {"accuracy": float(np.mean(proba.argmax(axis=1) == y)), "loss": float(-np.mean(np.log(picked)))}
 
 
 def measured_latency_ms(spec: Spec, example: np.ndarray) -> float:

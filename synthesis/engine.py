@@ -51,8 +51,10 @@ def space_info(task: Task, train: np.ndarray) -> space.SpaceInfo:
 def reserve_after_training(search: Search, budget: Budget, split: Split, options: Options, monitor: Monitor) -> None:
     """Keep what the stages after final training need, estimated from the leading network's measured pace, out of
     a time budget's final training (`synthesis.reserve`); an event says how much and where final training ends."""
+    if budget.reproducible:
+        return
     leader = next((t for t in ranked(search) if not space.is_fitted(t.candidate) and t.result is not None), None)
-    if leader is None or leader.result is None or budget.reproducible:
+    if leader is None or leader.result is None:  # (the second test narrows the type)
         return
     budget.reserve = after_training(leader.result, leader.candidate.hparams.batch_size,
                                     (len(split.train), len(split.val), len(split.test)), budget, options.compress,

@@ -239,7 +239,7 @@ class _Builder:
         else:
             train = np.asarray(data.train) if len(data.train) > 1 else np.zeros(0, np.int64)
             train = train[suspects.checking_order(len(train))]
-            feats = suspects.features(judge, data.x[train], tick, until)
+            feats = suspects.features(judge, data.x, tick, until, rows=train)  # no copy of rows it may not judge
             train = train[:len(feats)]  # the rows judged before `until`
             proba = suspects.neighbour_shares(feats, data.y[train], len(classes)) if len(train) else \
                 np.zeros((0, len(classes)))

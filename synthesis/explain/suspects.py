@@ -52,26 +52,28 @@ class Suspect:
 
 
 def features(judge: Subject, x: np.ndarray, check: Callable[[], None] | None = None,
-             until: float = math.inf) -> np.ndarray:
-    """``[N, D]`` float32: what the judge's output layers read for each row (concatenated over an ensemble's members,
-    leaving out those wider than `WIDEST_FEATURES`); the logits when none is narrow enough. Past `REFERENCE_ROWS`
-    rows the pass stops at ``time.perf_counter()`` `until`, with the features of the rows before (fewer rows)."""
+             until: float = math.inf, rows: np.ndarray | None = None) -> np.ndarray:
+    """``[N, D]`` float32: what the judge's output layers read for each row of `x` (or each of `x`'s `rows`, read a
+    chunk at a time), concatenated over an ensemble's members, leaving out those wider than `WIDEST_FEATURES`; the
+    logits when none is narrow enough. Past `REFERENCE_ROWS` rows the pass stops at ``time.perf_counter()``
+    `until`, with the features of the rows before (fewer rows)."""
     graph = judge.graph
     by_id = {node.id: node for node in graph.order}
     feeds = [by_id[layer].inputs[0] for layer in output_layers(graph)]
     feeds = [f for f in feeds if int(np.prod(graph.types[f].shape)) <= WIDEST_FEATURES]
     probe = jax.jit(lambda variables, xb: judge.model.probe(variables, xb, capture=tuple(feeds)))  # one program
     out = []
-    for start in range(0, len(x), CHUNK):
+    total = len(x) if rows is None else len(rows)
+    for start in range(0, total, CHUNK):
         if check is not None:
             check()
         if start >= REFERENCE_ROWS and time.perf_counter() >= until:
             break
-        rows = x[start:start + CHUNK]
-        padded = np.concatenate([rows, np.zeros((CHUNK - len(rows), *rows.shape[1:]), rows.dtype)])  # one shape
+        chunk = x[start:start + CHUNK] if rows is None else x[rows[start:start + CHUNK]]
+        padded = np.concatenate([chunk, np.zeros((CHUNK - len(chunk), *chunk.shape[1:]), chunk.dtype)])  # one shape
         logits, captured = probe(judge.variables, jnp.asarray(padded))
         parts = [np.asarray(captured[f]).reshape(CHUNK, -1) for f in feeds] or [np.asarray(logits)]
-        out.append(np.concatenate(parts, axis=1)[:len(rows)].astype(np.float32))
+        out.append(np.concatenate(parts, axis=1)[:len(chunk)].astype(np.float32))
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
