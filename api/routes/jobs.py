@@ -68,13 +68,17 @@ def _budget(budget: NamedBudget | BudgetSeconds | None, sample_count: int,
     return tier, settings.tier_seconds(tier.value)
 
 
+_VARIANT_ORDER = (case({v: i for i, v in enumerate(VARIANTS)}, value=TrainedModel.variant, else_=len(VARIANTS)),
+                  TrainedModel.variant)
+"""A job's models in the order they are listed: dense first (VARIANTS' order)."""
+
+
 def _models(session: Session, jobs: list[Job]) -> dict[uuid.UUID, list[JobModel]]:
     """Each job's trained models, dense first (VARIANTS' order)."""
     found: dict[uuid.UUID, list[JobModel]] = {job.id: [] for job in jobs}
     if jobs:
-        order = case({v: i for i, v in enumerate(VARIANTS)}, value=TrainedModel.variant, else_=len(VARIANTS))
         rows = session.execute(select(TrainedModel.job_id, TrainedModel.id, TrainedModel.variant)
-                               .where(TrainedModel.job_id.in_(found)).order_by(order, TrainedModel.variant))
+                               .where(TrainedModel.job_id.in_(found)).order_by(*_VARIANT_ORDER))
         for job_id, model_id, variant in rows:
             found[job_id].append(JobModel(id=model_id, variant=variant))
     return found
@@ -165,8 +169,7 @@ _JOB_AND_MODELS = (
     select(*_OUT_COLUMNS, TrainedModel.id.label("model_id"), TrainedModel.variant.label("model_variant"))
     .outerjoin(TrainedModel, TrainedModel.job_id == Job.id)
     .where(Job.id == bindparam("job_id"), Job.owner_id == bindparam("owner_id"))
-    .order_by(case({v: i for i, v in enumerate(VARIANTS)}, value=TrainedModel.variant, else_=len(VARIANTS)),
-              TrainedModel.variant))
+    .order_by(*_VARIANT_ORDER))
 """A job (if the owner's) with each of its models (none: one row with NULLs), dense first: plain rows, which cost
 less to read than ORM objects."""
 
