@@ -19,6 +19,8 @@ from PIL import Image
 
 OVERLAY_SIDE = 128
 """The overlays' smaller side in pixels (small inputs are scaled up, nearest neighbour)."""
+SHOWN = 50
+"""Suspect labels the page shows (report.json lists every one)."""
 
 
 def _png(image: Image.Image) -> bytes:
@@ -152,7 +154,7 @@ def page(report: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
 
 
 def _suspects(report: Mapping[str, Any]) -> str:
-    """The suspect labels' section: how they were found and the first 50."""
+    """The suspect labels' section: how they were found and the first `SHOWN`."""
     about = report.get("suspects")
     if about is None:
         return "<h2>Suspect labels</h2><p>Left out for lack of time.</p>"
@@ -164,7 +166,9 @@ def _suspects(report: Mapping[str, Any]) -> str:
                    "</tr>" + "".join(f"<tr><td>{s['row']}</td><td>{html.escape(s['given'])}</td>"
                                      f"<td>{html.escape(s['suggested'])}</td><td>{s['given_share']:.2f}</td>"
                                      f"<td>{s['suggested_share']:.2f}</td></tr>"
-                                     for s in report["suspect_labels"][:50]) + "</table>")
+                                     for s in report["suspect_labels"][:SHOWN]) + "</table>"
+                   + (f"<p>The {SHOWN} most contradicted are shown; report.json lists all "
+                      f"{len(report['suspect_labels'])}.</p>" if len(report["suspect_labels"]) > SHOWN else ""))
 
 
 def _faithfulness_row(method: str, settings: Mapping[str, Any], f: Mapping[str, Any]) -> str:

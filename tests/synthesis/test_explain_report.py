@@ -79,6 +79,18 @@ def test_suspect_labels_come_from_out_of_fold_probabilities_where_there_are_some
         (data.row(8), f"digit {data.y[8]}", f"digit {(data.y[8] + 1) % 10}")]
 
 
+def test_every_suspect_found_is_listed_not_only_the_first_thousand(digits: tuple[Subject, ReportData]) -> None:
+    """A set with many wrong labels (here every training row's contradicted) lists each one: the report's list is
+    what a user corrects the data from, so the count found and the count listed agree."""
+    subject, data = digits
+    train = np.arange(1500)
+    proba = np.full((1500, 10), 0.01)
+    proba[train, (data.y[train] + 1) % 10] = 0.91
+    c = build_report(subject, replace(data, held_out=(train, proba))).content
+    assert c["suspects"]["found"] == len(c["suspect_labels"]) == 1500
+    assert len({s["row"] for s in c["suspect_labels"]}) == 1500
+
+
 def test_the_report_page_says_when_a_method_failed_its_check(digits: tuple[Subject, ReportData]) -> None:
     subject, data = digits
     report = build_report(subject, data)

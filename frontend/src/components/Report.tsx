@@ -124,6 +124,16 @@ function Example({ example, images, modality, method }: { example: JsonObject; i
   );
 }
 
+/** The listed suspect labels as CSV (row, given, suggested and both probabilities), the file a user corrects the
+ * data from. */
+export function suspectsCsv(suspects: JsonObject[]): string {
+  const quoted = (v: string) => `"${v.replace(/"/g, '""')}"`;
+  const lines = suspects.map((s) =>
+    [num(s.row), quoted(str(s.given)), quoted(str(s.suggested)), num(s.given_share), num(s.suggested_share)].join(","),
+  );
+  return ["row,given,suggested,given_share,suggested_share", ...lines].join("\n") + "\n";
+}
+
 export function Explainability({ report }: { report: ReportOut }) {
   const content = obj(report.report);
   const modality = str(content.modality) ?? "image";
@@ -222,7 +232,14 @@ export function Explainability({ report }: { report: ReportOut }) {
           </table>
         </div>
       )}
-      {suspects.length > 10 ? <p className="muted">and {suspects.length - 10} more in the report page.</p> : null}
+      {suspects.length > 0 ? (
+        <p className="muted">
+          {suspects.length > 10 ? `and ${suspects.length - 10} more. ` : null}
+          <a download="suspect_labels.csv" href={`data:text/csv;charset=utf-8,${encodeURIComponent(suspectsCsv(suspects))}`}>
+            Download all {suspects.length} as CSV
+          </a>
+        </p>
+      ) : null}
     </Section>
   );
 }

@@ -86,6 +86,11 @@ describe("model page", () => {
     expect(screen.getByRole("cell", { name: "7" })).toBeInTheDocument();
     expect(screen.getByRole("cell", { name: "0.95" })).toBeInTheDocument();
     expect(screen.getByText(/1 of 40 training rows: their label has under 20 %/)).toBeInTheDocument();
+    const csv = screen.getByRole("link", { name: "Download all 1 as CSV" });
+    expect(csv).toHaveAttribute("download", "suspect_labels.csv");
+    expect(decodeURIComponent(csv.getAttribute("href") ?? "")).toBe(
+      'data:text/csv;charset=utf-8,row,given,suggested,given_share,suggested_share\n7,"cat","dog",0.05,0.95\n',
+    );
     expect(screen.getByRole("alert")).toHaveTextContent("Grad-CAM failed its check on this model");
 
     await user.upload(screen.getByLabelText("Image"), new File([new Uint8Array(10)], "seven.png", { type: "image/png" }));
