@@ -89,8 +89,13 @@ def train_folds(final: Final, search: Search, info: space.SpaceInfo, data: Datas
     spec = space.to_spec(final.winner.candidate, info)
     held_out, nets, start = np.zeros((len(y), info.num_classes)), [], time.perf_counter()
     for i, (train, test) in enumerate(splits):
+        left = None if time_limit is None else budget.left(end)
+        if left is not None and left <= 0:  # the folds before took the final training's time
+            monitor.event("folds", {**event, "status": "deadline", "fold": i,
+                                    "reason": "the final training's time ran out"})
+            return None
         config = replace(schedule, seed=schedule.seed + 1 + i, keep_last=True, until_deadline=False,
-                         time_limit_s=None if time_limit is None else budget.left(end))
+                         time_limit_s=left)
         out, weights = run_until(spec, config, Dataset(x[train], y[train], x[test], y[test]), epochs, search.tick,
                                  on_epoch=lambda _curve: search.tick())
         budget.spend_epochs(out.epochs)

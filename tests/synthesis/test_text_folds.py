@@ -160,3 +160,22 @@ def test_a_text_job_with_time_for_the_folds_ships_the_folds_networks() -> None:
     metrics = result.model.metrics
     assert metrics["refit"] is True and metrics["val_accuracy"] is None
     assert result.log[-1]["origin"].endswith(f"*{choice['fold_networks']}") and metrics["test_accuracy"] >= 0.8
+
+
+def test_when_the_time_runs_out_between_two_folds_the_folds_are_given_up_not_the_job(
+    trained: tuple[Trial, LinearFit, Final],
+) -> None:
+    """A fold that ends at the final training's end leaves no time for the next: the folds are given up (the
+    validation rows decide), and the next fold is not started with a time limit of zero, which failed the job."""
+    floor_trial, fitted, final = trained
+    now = {"t": 0.0}
+    budget = Budget(seconds=100_000.0, clock=lambda: now["t"])
+
+    def tick() -> None:  # the first epoch of the first fold takes the final training's time
+        now["t"] = 100_000.0 * budget.final_end()
+
+    search = SimpleNamespace(floor=(floor_trial, fitted), tick=tick)
+    events = Events()
+    assert train_folds(final, cast(Search, search), INFO, DATA, budget, events, seed=0) is None
+    (given_up,) = events.of("folds")
+    assert given_up["status"] == "deadline" and given_up["fold"] == 1
