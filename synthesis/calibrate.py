@@ -6,6 +6,14 @@ lowest cross-entropy on held-out rows corrects both without changing a single pr
 Guo et al., "On Calibration of Modern Neural Networks", ICML 2017); `core.temperature` folds ``1 / T`` into the
 logits layers, so the native model, ONNX and the predict endpoint all return the calibrated probabilities.
 
+Held-out labels may be wrong: a set with 5 % of its labels flipped teaches a temperature that spreads those 5 %
+over every prediction, and the model ships less sure than it is right on clean rows. So the temperature is fitted
+together with a share ``e`` of wrong labels (forward noise correction: Patrini et al., "Making Deep Neural Networks
+Robust to Label Noise", CVPR 2017): a held-out label is the true class with probability ``1 - e``, else another
+class as often as the rows' predictions and labels disagree that way (`confusions`: flips spread at random or
+concentrated between two classes alike). The temperature of the best joint fit ships, for the true classes; on
+clean rows the fit takes ``e = 0`` unless confident mistakes are likelier than the temperature alone allows.
+
 The held-out predictions are those nothing that shipped trained on: a text model's out-of-fold predictions where
 `synthesis.ensemble` compares it with the floor (it calibrates those itself), else the shipped weights' own
 predictions of validation rows they did not train on (after a refit, the rows it left out: `synthesis.final`).
@@ -29,12 +37,43 @@ TEMPERATURES = tuple(float(t) for t in np.geomspace(1 / 16, 4.0, 49))
 network trained against smoothed targets needs its logits multiplied by several)."""
 
 
+LABEL_NOISE = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3)
+"""Shares of wrong held-out labels the fit may assume."""
+
+
+def confusions(logits: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``[K, K]``: for rows predicted class ``i``, how often each other class ``j`` is their label (one added to
+    each pair, so that a pair never seen stays possible), each row summing to 1; the diagonal is 0."""
+    classes = logits.shape[1]
+    counts = np.ones((classes, classes)) - np.eye(classes)
+    np.add.at(counts, (logits.argmax(axis=1), y), 1.0)
+    np.fill_diagonal(counts, 0.0)
+    return np.asarray(counts / np.maximum(counts.sum(axis=1, keepdims=True), 1.0))
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """(temperature, label noise, loss): the temperature of :data:`TEMPERATURES` and share of :data:`LABEL_NOISE`
+    that together give the lowest mean cross-entropy of labels `y`, each wrong with that share as `confusions`
+    spreads it; the loss is that cross-entropy (the plain one where the share is 0)."""
+    at, swap = np.arange(len(y)), confusions(logits, y)
+    noise = np.asarray(LABEL_NOISE)[:, None]
+    best = (np.inf, 1.0, 0.0)
+    for t in TEMPERATURES:
+        z = logits / t
+        p = np.exp(z - np.logaddexp.reduce(z, axis=1, keepdims=True))
+        likelihood = (1 - noise) * p[at, y] + noise * (p @ swap)[at, y]
+        losses = -np.mean(np.log(np.maximum(likelihood, 1e-30)), axis=1)
+        k = int(np.argmin(losses))
+        if losses[k] < best[0]:
+            best = (float(losses[k]), t, LABEL_NOISE[k])
+    return best[1], best[2], best[0]
+
+
 def calibrated(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(accuracy, mean cross-entropy, temperature) of `logits` divided by the temperature of :data:`TEMPERATURES`
-    that gives the lowest cross-entropy on labels `y` (the accuracy does not depend on it)."""
-    losses = {t: scores(logits / t, y) for t in TEMPERATURES}
-    best = min(losses, key=lambda t: losses[t][1])
-    return (*losses[best], best)
+    """(accuracy, loss, temperature) of `logits` on labels `y` at the temperature :func:`fit_temperature` fits (the
+    accuracy does not depend on it; the loss allows for the wrong labels it fits)."""
+    temperature, _, loss = fit_temperature(logits, y)
+    return scores(logits, y)[0], loss, temperature
 
 
 def calibrate(spec: Spec, variables: dict[str, Any], x: np.ndarray, y: np.ndarray, monitor: Monitor
@@ -44,9 +83,10 @@ def calibrate(spec: Spec, variables: dict[str, Any], x: np.ndarray, y: np.ndarra
     if not len(y):
         return variables
     log_p = np.log(np.maximum(predict_proba(build(spec), variables, x), 1e-30))
-    _, loss, temperature = calibrated(log_p, y)
-    monitor.event("calibration", {"temperature": round(temperature, 4), "rows": len(y), "scored_on": "validation",
-                                  "loss_before": round(scores(log_p, y)[1], 6), "loss_after": round(loss, 6)})
+    temperature, noise, _ = fit_temperature(log_p, y)
+    monitor.event("calibration", {"temperature": round(temperature, 4), "label_noise": noise, "rows": len(y),
+                                  "scored_on": "validation", "loss_before": round(scores(log_p, y)[1], 6),
+                                  "loss_after": round(scores(log_p / temperature, y)[1], 6)})
     return scale_logits(spec, variables, 1.0 / temperature)
 
 

@@ -14,7 +14,7 @@ from core.temperature import scale_logits
 from core.train_config import TrainConfig
 from core.training import train
 from synthesis.budget import Budget
-from synthesis.calibrate import calibrate, calibrated_like
+from synthesis.calibrate import TEMPERATURES, calibrate, calibrated_like, fit_temperature
 from synthesis.engine import synthesize
 from synthesis.explain.summary import calibration
 from synthesis.interface import Options, Task
@@ -79,3 +79,49 @@ def test_a_compressed_network_takes_back_the_confidence_of_the_calibrated_one(di
     assert events.of("compressed_calibration")[0]["temperature"] == pytest.approx(2.0, rel=0.05)
     np.testing.assert_allclose(predict_proba(build(spec), matched, data.x_val), reference, atol=0.02)
     assert not np.allclose(predict_proba(build(spec), sure, data.x_val), reference, atol=0.02)
+
+
+def _calibrated_rows(rows: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Logits and labels drawn from their softmax: a model calibrated at temperature 1 by construction."""
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(scale=4.0, size=(rows, classes))
+    p = np.exp(logits - np.logaddexp.reduce(logits, axis=1, keepdims=True))
+    y = np.array([rng.choice(classes, p=row) for row in p])
+    return logits, y
+
+
+def test_wrong_held_out_labels_do_not_make_the_model_ship_unsure() -> None:
+    """With a tenth of the held-out labels flipped at random, a temperature fitted alone softens a calibrated model
+    to spread the flips over every prediction; fitted with the share of wrong labels, it stays near 1, the share
+    is found, and on the true labels the probabilities stay calibrated."""
+    logits, y = _calibrated_rows(4000, 10, 0)
+    rng = np.random.default_rng(1)
+    flipped = rng.random(len(y)) < 0.1
+    noisy = np.where(flipped, (y + rng.integers(1, 10, len(y))) % 10, y)
+    alone = min(TEMPERATURES, key=lambda t: scores(logits / t, noisy)[1])
+    temperature, noise, _ = fit_temperature(logits, noisy)
+    assert alone > 1.3 and 0.8 <= temperature <= 1.25 and 0.075 <= noise <= 0.15
+
+    def ece(t: float) -> float:
+        z = logits / t
+        return float(calibration(np.exp(z - np.logaddexp.reduce(z, axis=1, keepdims=True)), y)["ece"])
+    assert ece(temperature) < 0.03 < ece(alone)
+
+
+def test_on_clean_labels_no_wrong_labels_are_assumed() -> None:
+    logits, y = _calibrated_rows(4000, 10, 2)
+    temperature, noise, loss = fit_temperature(logits * 2.0, y)  # twice as sure as it is right
+    assert noise == 0.0 and temperature == pytest.approx(2.0, rel=0.1)
+    assert loss == pytest.approx(min(scores(logits * 2.0 / t, y)[1] for t in TEMPERATURES), rel=1e-9)
+
+
+def test_flips_concentrated_between_two_classes_are_allowed_for_too() -> None:
+    """A third of two classes' labels swapped with each other: the wrong labels follow where the predictions and
+    labels disagree, and the temperature stays near the one the true labels want."""
+    logits, y = _calibrated_rows(4000, 10, 3)
+    rng = np.random.default_rng(4)
+    pair = np.isin(y, (3, 5)) & (rng.random(len(y)) < 1 / 3)
+    noisy = np.where(pair, np.where(y == 3, 5, 3), y)
+    alone = min(TEMPERATURES, key=lambda t: scores(logits / t, noisy)[1])
+    temperature, noise, _ = fit_temperature(logits, noisy)
+    assert alone > 1.15 and 0.85 <= temperature <= 1.15 and noise > 0
