@@ -129,7 +129,7 @@ function Example({ example, images, modality, method }: { example: JsonObject; i
 export function suspectsCsv(suspects: JsonObject[]): string {
   const quoted = (v: string) => `"${v.replace(/"/g, '""')}"`;
   const lines = suspects.map((s) =>
-    [num(s.row), quoted(str(s.given)), quoted(str(s.suggested)), num(s.given_share), num(s.suggested_share)].join(","),
+    [num(s.row), quoted(str(s.given) ?? ""), quoted(str(s.suggested) ?? ""), num(s.given_share), num(s.suggested_share)].join(","),
   );
   return ["row,given,suggested,given_share,suggested_share", ...lines].join("\n") + "\n";
 }
