@@ -3,7 +3,11 @@ quota's `reason` and what would free it, and nothing is created."""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -11,6 +15,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+import api.routes.jobs
 from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import transition
@@ -20,6 +25,7 @@ from tests.api.conftest import Account, assert_problem
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, write_image_zip
 from tests.store.factories import make_job, ready_dataset
+from tests.workers.service import ApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -70,6 +76,35 @@ async def test_a_job_past_the_active_jobs_quota_is_429_until_one_is_cancelled(
     assert _jobs(factory) == 1
     await client.post(f"/api/v1/jobs/{first.json()['id']}/cancel", headers=account.auth)
     assert (await client.post("/api/v1/jobs", json=body, headers=account.auth)).status_code == 201
+
+
+def test_concurrent_jobs_of_one_user_are_checked_one_after_the_other(
+    settings: Settings, account: Account, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five job creations at once, with room for one: exactly one is created, on SQLite as on PostgreSQL. Each
+    request waits a moment between its quota check and its insert, so without the checks serialised every request
+    would pass its check before any had inserted."""
+    _override(factory, account, active_jobs=1)
+    body = {"dataset_id": str(ready_dataset(factory, account.user)), "budget": 60}
+    checked = api.routes.jobs.check_job
+
+    def check_then_wait(*args: Any, **kwargs: Any) -> None:
+        checked(*args, **kwargs)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(api.routes.jobs, "check_job", check_then_wait)
+    together = threading.Barrier(5)
+    with ApiServer(settings) as server, httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
+        assert client.get("/api/v1/me").status_code == 200  # the key's use recorded: the requests below write nothing
+
+        def create(_: int) -> int:
+            together.wait()
+            return client.post("/api/v1/jobs", json=body).status_code
+
+        with ThreadPoolExecutor(5) as pool:
+            statuses = sorted(pool.map(create, range(5)))
+    assert statuses == [201, 429, 429, 429, 429]
+    assert _jobs(factory) == 1
 
 
 async def test_a_budget_past_the_device_seconds_left_is_429(
