@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +34,8 @@ def hold_write_lock(session: Session) -> None:
     SQLite ignores `SELECT ... FOR UPDATE`. A transaction that has already written holds the lock already. Other
     databases: nothing (they lock rows: `with_for_update`)."""
     connection = session.connection()
-    if connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
+    driver = connection.connection.driver_connection
+    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-import api.routes.jobs
+import store.quotas
 from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import transition
@@ -86,13 +86,13 @@ def test_concurrent_jobs_of_one_user_are_checked_one_after_the_other(
     would pass its check before any had inserted."""
     _override(factory, account, active_jobs=1)
     body = {"dataset_id": str(ready_dataset(factory, account.user)), "budget": 60}
-    checked = api.routes.jobs.check_job
+    checked = store.quotas.check_job
 
     def check_then_wait(*args: Any, **kwargs: Any) -> None:
         checked(*args, **kwargs)
         time.sleep(0.3)
 
-    monkeypatch.setattr(api.routes.jobs, "check_job", check_then_wait)
+    monkeypatch.setattr("api.routes.jobs.check_job", check_then_wait)
     together = threading.Barrier(5)
     with ApiServer(settings) as server, httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
         assert client.get("/api/v1/me").status_code == 200  # the key's use recorded: the requests below write nothing
