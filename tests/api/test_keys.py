@@ -3,10 +3,8 @@ NETSYNTH_MAX_API_KEYS that work, then 409), delete one (it answers 401 from the 
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -20,8 +18,7 @@ from infra.settings import Settings
 from store.apikeys import create_api_key, hash_key
 from store.db import session_scope
 from store.models import ApiKey, User
-from tests.api.conftest import Account, assert_problem
-from tests.workers.service import ApiServer
+from tests.api.conftest import Account, assert_problem, at_once
 
 pytestmark = pytest.mark.anyio
 
@@ -136,16 +133,6 @@ def test_concurrent_key_creations_cannot_pass_the_limit_together(
         return issue(*args, **kwargs)
 
     monkeypatch.setattr(store.apikeys, "create_api_key", wait_then_create)
-    together = threading.Barrier(5)
-    with ApiServer(settings.model_copy(update={"max_api_keys": 2})) as server, \
-            httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
-        assert client.get("/api/v1/me").status_code == 200  # the key's use recorded: the requests below write nothing
-
-        def create(n: int) -> int:
-            together.wait()
-            return client.post("/api/v1/me/keys", json={"name": f"k{n}"}).status_code
-
-        with ThreadPoolExecutor(5) as pool:
-            statuses = sorted(pool.map(create, range(5)))
+    statuses = at_once(settings.model_copy(update={"max_api_keys": 2}), account, 5, "/api/v1/me/keys", {"name": "k"})
     assert statuses == [201, 409, 409, 409, 409]
     assert _keys(factory, account) == 2

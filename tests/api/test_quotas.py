@@ -3,9 +3,7 @@ quota's `reason` and what would free it, and nothing is created."""
 
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +19,10 @@ from store.db import session_scope
 from store.jobs import transition
 from store.models import Job, JobState, User
 from store.quotas import set_quota
-from tests.api.conftest import Account, assert_problem
+from tests.api.conftest import Account, assert_problem, at_once
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, write_image_zip
 from tests.store.factories import make_job, ready_dataset
-from tests.workers.service import ApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -93,17 +90,7 @@ def test_concurrent_jobs_of_one_user_are_checked_one_after_the_other(
         time.sleep(0.3)
 
     monkeypatch.setattr("api.routes.jobs.check_job", check_then_wait)
-    together = threading.Barrier(5)
-    with ApiServer(settings) as server, httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
-        assert client.get("/api/v1/me").status_code == 200  # the key's use recorded: the requests below write nothing
-
-        def create(_: int) -> int:
-            together.wait()
-            return client.post("/api/v1/jobs", json=body).status_code
-
-        with ThreadPoolExecutor(5) as pool:
-            statuses = sorted(pool.map(create, range(5)))
-    assert statuses == [201, 429, 429, 429, 429]
+    assert at_once(settings, account, 5, "/api/v1/jobs", body) == [201, 429, 429, 429, 429]
     assert _jobs(factory) == 1
 
 
