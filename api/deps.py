@@ -1,9 +1,11 @@
-"""Typed request dependencies: the settings, a database session per request, and the authenticated user (whose key's
-request rate is limited here, so every authenticated route is limited and health and metrics are not).
+"""Typed request dependencies: the settings, a database session per request, and the authenticated user (whose request
+rate is limited here, so every authenticated route is limited and health and metrics are not).
 
 A request authenticates with `Authorization: Bearer <api key>` or with the session cookie a browser got from signing
 in (`POST /api/v1/session`); a cookie request that asks for a change (any method but GET, HEAD and OPTIONS) must
-also send the session's CSRF token in the `X-CSRF-Token` header. Both are rate limited by the same API key.
+also send the session's CSRF token in the `X-CSRF-Token` header. All of a user's keys and sessions share one rate
+(`limit_rate`); a request that does not authenticate is counted against its client address (`refuse`), the one a
+proxy that NETSYNTH_FORWARDED_ALLOW_IPS trusts forwards, so that a flood of made-up keys is refused too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
 from celery import Celery
@@ -24,7 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import CsrfRejected, Unauthenticated
 from domain.errors import RateLimited
-from infra.ratelimit import RateLimiter, make_limiter
+from infra.ratelimit import RateLimits, address_key, make_limits
 from infra.settings import Settings
 from store.apikeys import find_api_key
 from store.base import utcnow
@@ -107,12 +109,12 @@ def _end(session: Session, commit: bool) -> None:
         session.close()
 
 
-def get_limiter(request: Request) -> RateLimiter:
-    """The app's rate limiter, made from its settings on first use."""
-    limiter: RateLimiter | None = getattr(request.app.state, "rate_limiter", None)
-    if limiter is None:
-        limiter = request.app.state.rate_limiter = make_limiter(get_settings(request))
-    return limiter
+def get_limits(request: Request) -> RateLimits:
+    """The app's rate limits, made from its settings on first use."""
+    limits: RateLimits | None = getattr(request.app.state, "rate_limits", None)
+    if limits is None:
+        limits = request.app.state.rate_limits = make_limits(get_settings(request))
+    return limits
 
 
 def get_sender(request: Request) -> Celery:
@@ -137,26 +139,41 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 # built once: a statement made per request costs more CPU than its execution (construction, then its cache key)
-def limit_rate(request: Request, key: ApiKey) -> None:
-    """Count one request of `key`; RateLimited when the key has sent more requests than its rate allows."""
-    limiter = get_limiter(request)
-    retry_after = limiter.hit(key.id.hex)
+def limit_rate(request: Request, user_id: uuid.UUID) -> None:
+    """Count one request of the user `user_id`, whichever of its API keys or sessions sent it; RateLimited when the
+    user has sent more requests than its rate allows."""
+    limiter = get_limits(request).users
+    retry_after = limiter.hit(user_id.hex)
     if retry_after is not None:
-        raise RateLimited(retry_after, f"this API key sent more than {limiter.requests} requests in "
-                          f"{limiter.seconds} s; retry after the seconds Retry-After says")
+        raise RateLimited(retry_after, f"your account sent more than {limiter.requests} requests in "
+                          f"{limiter.seconds} s (all its API keys and sessions together); retry after the seconds "
+                          "Retry-After says")
+
+
+def refuse(request: Request, error: Unauthenticated) -> NoReturn:
+    """Count a request that did not authenticate against its client address, then raise `error`; or RateLimited
+    when the address has sent more such requests than their rate allows (a valid key from the same address still
+    works: its user's rate is its own)."""
+    limiter = get_limits(request).addresses
+    address = address_key(request.client.host) if request.client is not None else "unknown"
+    retry_after = limiter.hit(address)
+    if retry_after is not None:
+        raise RateLimited(retry_after, f"{address} sent more than {limiter.requests} requests that did not "
+                          f"authenticate in {limiter.seconds} s; retry after the seconds Retry-After says") from error
+    raise error
 
 
 def get_web_session(
     request: Request, session: SessionDep, token: Annotated[str | None, Depends(_cookie)],
 ) -> WebSession:
     """The live session the session cookie names; Unauthenticated without one, CsrfRejected for a change asked
-    without its CSRF token, RateLimited past its API key's rate."""
+    without its CSRF token, RateLimited past its user's rate (or, unauthenticated, its address's)."""
     if token is None:
-        raise Unauthenticated(f"no session cookie: {SIGN_IN}")
+        refuse(request, Unauthenticated(f"no session cookie: {SIGN_IN}"))
     row = find_session(session, token)
     if row is None:
-        raise Unauthenticated("the session cookie is unknown or its session has ended (expired, signed out, or its "
-                              f"API key revoked): {SIGN_IN} again", invalid_token=True)
+        refuse(request, Unauthenticated("the session cookie is unknown or its session has ended (expired, signed out, "
+                                        f"or its API key revoked): {SIGN_IN} again", invalid_token=True))
     if request.method not in SAFE_METHODS:
         presented = request.headers.get(CSRF_HEADER)
         if not csrf_matches(row, presented):
@@ -164,7 +181,7 @@ def get_web_session(
                 f"a request signed in with the session cookie must send the session's CSRF token in the {CSRF_HEADER} "
                 f"header to {request.method} ({'it does not match' if presented else 'it is missing'}); "
                 "GET /api/v1/session answers it")
-    limit_rate(request, row.api_key)
+    limit_rate(request, row.user_id)
     setattr(request.state, CREDENTIAL, Credential(row.api_key_id, row.id))
     return row
 
@@ -177,16 +194,17 @@ CookieDep = Annotated[str | None, Depends(_cookie)]
 
 def get_current_user(request: Request, session: SessionDep, credentials: BearerDep, token: CookieDep) -> User:
     """The user whose API key the `Authorization: Bearer` header carries or, without that header, whose session the
-    session cookie names (`get_web_session`); raise Unauthenticated otherwise, and RateLimited when the key has
-    sent more requests than its rate allows."""
+    session cookie names (`get_web_session`); raise Unauthenticated otherwise, and RateLimited when the user has
+    sent more requests than its rate allows (or, unauthenticated, its address has: `refuse`)."""
     if credentials is None and token is not None:
         return get_web_session(request, session, token).user
     if credentials is None:
-        raise Unauthenticated(f"an API key is required: send 'Authorization: Bearer <key>', or {SIGN_IN}")
+        refuse(request, Unauthenticated(f"an API key is required: send 'Authorization: Bearer <key>', or {SIGN_IN}"))
     key = find_api_key(session, credentials.credentials)
     if key is None:
-        raise Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled", invalid_token=True)
-    limit_rate(request, key)
+        refuse(request, Unauthenticated("the API key is unknown, wrong or revoked, or its user is disabled",
+                                        invalid_token=True))
+    limit_rate(request, key.user_id)
     setattr(request.state, CREDENTIAL, Credential(key.id))
     return key.user
 

@@ -27,6 +27,7 @@ from domain.errors import (
     PayloadTooLarge,
     QuotaExceeded,
     RateLimited,
+    TooManyKeys,
     Unavailable,
 )
 
@@ -73,6 +74,7 @@ ERROR_TABLE: dict[type[Exception], ProblemType] = {
     DatasetRejected: ProblemType(422, "dataset-rejected"),
     InvalidInput: ProblemType(422, "invalid-input"),
     Conflict: ProblemType(409, "conflict"),
+    TooManyKeys: ProblemType(409, "too-many-api-keys"),
     PayloadTooLarge: ProblemType(413, "payload-too-large"),
     Unavailable: ProblemType(503, "unavailable"),
     BlobStoreUnavailable: ProblemType(503, "unavailable"),  # bucket missing, credentials refused, endpoint down

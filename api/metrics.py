@@ -1,14 +1,19 @@
-"""Prometheus metrics at `GET /metrics` (text exposition format, no API key, not in the OpenAPI document).
+"""Prometheus metrics at `GET /metrics` (text exposition format, not in the OpenAPI document), for a scraper that
+sends `Authorization: Bearer <NETSYNTH_METRICS_TOKEN>`. Without that setting the route answers 404: nothing is served
+to anyone. A wrong or missing token is 401 and counts against the client's address like any request that does not
+authenticate (`api.deps.refuse`).
 
 * `netsynth_http_requests_total{route,method,status}` and `netsynth_http_request_duration_seconds{route,method}`
   (seconds until the response began: for an event stream, until it opened), counted by `record_request`, which the
   request middleware calls; `route` is the path template, never the raw path.
-* Read from the database and the broker at each scrape (`StoreCollector`), so every API process reports the same:
+* Read from the database and the broker (`StoreCollector`), so every API process reports the same, at most once every
+  NETSYNTH_METRICS_REFRESH_S seconds (60) per process: scrapes in between answer the figures last read, so however
+  often and by however many scrapers it is scraped, the database counts its tables at most that often.
   `netsynth_jobs{state}`, `netsynth_device_seconds_total` (spent by all jobs), `netsynth_trials_total` (trials the
   searches reported: `candidate` events), `netsynth_candidates{status}` (finished jobs' trials),
   `netsynth_trial_tasks{state}` (trials sent to other workers), `netsynth_queue_depth{queue}` (tasks waiting: the
   Redis list's length, or the filesystem broker's message files) and `netsynth_source_up{source}` (1 when the
-  database / broker answered this scrape).
+  database / broker answered that read).
 
 Several API processes (`uvicorn --workers N`): start them with `PROMETHEUS_MULTIPROC_DIR` naming an empty folder that
 they share; each process then writes its counts there and a scrape of any of them adds up all of them
@@ -17,13 +22,16 @@ they share; each process then writes its counts there and a scrape of any of the
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import redis
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -33,6 +41,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
+from api.deps import refuse
+from api.errors import Unauthenticated
+from domain.errors import NotFound
 from infra.broker import QUEUES, filesystem_dir, is_redis
 from infra.settings import Settings
 from store.models import Candidate, CandidateStatus, Job, JobEvent, JobState, TrialState, TrialTask
@@ -74,17 +85,30 @@ UNFINISHED = ("proposed", "remote")
 
 
 class StoreCollector(Collector):
-    """The gauges and counters read from the database and the broker at each scrape."""
+    """The gauges and counters read from the database and the broker: at the first scrape, then again at a scrape
+    `settings.metrics_refresh_s` or more after the last read (`clock`'s seconds); the scrapes in between, however many,
+    answer what that read found. One read at a time: a scrape that comes during one waits for it and answers it."""
 
-    def __init__(self, factory: sessionmaker[Session], settings: Settings) -> None:
-        self.factory, self.settings = factory, settings
+    def __init__(self, factory: sessionmaker[Session], settings: Settings,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.factory, self.settings, self.clock = factory, settings, clock
         self.queues = sorted({*QUEUES, settings.default_queue})
         broker = settings.broker_url
         self.redis = (redis.Redis.from_url(broker, socket_timeout=2, socket_connect_timeout=2)
                       if is_redis(broker) else None)
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._figures: list[Metric] = []
 
-    def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("netsynth_source_up", "Whether the source answered this scrape.", labels=["source"])
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            now = self.clock()
+            if self._read_at is None or now - self._read_at >= self.settings.metrics_refresh_s:
+                self._figures, self._read_at = list(self._read()), now
+            return self._figures
+
+    def _read(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("netsynth_source_up", "Whether the source answered the last read.", labels=["source"])
         try:
             yield from self._database()
             up.add_metric(["database"], 1)
@@ -149,11 +173,26 @@ def exposition(store: Collector) -> bytes:
     return generate_latest(registry)
 
 
-def install_metrics(app: FastAPI) -> None:
-    """Serve `GET /metrics` on `app` (no API key, left out of the OpenAPI document)."""
-    store = StoreCollector(app.state.session_factory, app.state.settings)
+def _bearer(request: Request) -> str:
+    """The token of the request's `Authorization: Bearer` header ('' without one)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
 
-    def metrics() -> Response:
+
+def install_metrics(app: FastAPI) -> None:
+    """Serve `GET /metrics` on `app` to the bearer of NETSYNTH_METRICS_TOKEN (404 without that setting; left out of
+    the OpenAPI document)."""
+    settings: Settings = app.state.settings
+    store = StoreCollector(app.state.session_factory, settings)
+    expected = settings.metrics_token.encode()
+
+    def metrics(request: Request) -> Response:
+        if not expected:
+            raise NotFound("metrics are not served: the server has no NETSYNTH_METRICS_TOKEN")
+        presented = _bearer(request)
+        if not hmac.compare_digest(presented.encode(), expected):
+            refuse(request, Unauthenticated("metrics need 'Authorization: Bearer <the server's "
+                                            "NETSYNTH_METRICS_TOKEN>'", invalid_token=bool(presented)))
         return Response(exposition(store), media_type=CONTENT_TYPE_LATEST)
 
     app.add_api_route(PATH, metrics, methods=["GET"], include_in_schema=False)

@@ -1,7 +1,7 @@
 """The OpenAPI document's error responses: every status a route can answer, each an `application/problem+json` Problem.
 
 A route lists the domain errors it raises with `problems(...)`; their statuses come from the error table
-(api.errors). `ProblemRoute` adds what follows from the route's shape alone: 401 and 429 (the key's rate exceeded)
+(api.errors). `ProblemRoute` adds what follows from the route's shape alone: 401 and 429 (a rate exceeded)
 behind an API key or the session cookie, 403 where a cookie request asks for a change without its CSRF token, 422
 (in place of FastAPI's `application/json` default) when it takes parameters or a body, 400 for a JSON body that
 cannot be read, and 500 everywhere. `install_problem_schema` puts the Problem schema into the app's document.
@@ -30,6 +30,9 @@ _REF_TEMPLATE = "#/components/schemas/{model}"
 UNREADABLE_BODY = 400
 """FastAPI's status for a JSON body it cannot decode at all (bytes that are not UTF-8)."""
 SERVER_ERROR = 500
+RATE_LIMITED = ("Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, "
+                "for requests that do not authenticate, the client's address past theirs: see Retry-After.")
+"""Why a route behind an API key or the session cookie answers 429 (`api.deps.limit_rate`, `api.deps.refuse`)."""
 
 
 def _status(error: type[Exception]) -> int:
@@ -84,7 +87,7 @@ class ProblemRoute(APIRoute):
                                                                                        False):
             yield _status(Unauthenticated), ("No API key or session cookie, or one that is unknown, wrong, revoked or "
                                              "ended.")
-            yield _status(RateLimited), "The API key sent more requests than its rate allows: see Retry-After."
+            yield _status(RateLimited), RATE_LIMITED
             if (self.methods or set()) - SAFE_METHODS:
                 yield _status(CsrfRejected), (f"Signed in with the session cookie, without the session's CSRF token "
                                               f"in {CSRF_HEADER}.")

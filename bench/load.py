@@ -133,12 +133,17 @@ def pg_counters(url: str) -> tuple[int, int, float]:
     return int(scans[0] if scans else 0), int(commits[0] if commits else 0), time.monotonic()
 
 
+METRICS_TOKEN = "load-bench"
+"""The token the benchmark's API serves `/metrics` to (NETSYNTH_METRICS_TOKEN)."""
+
+
 @contextlib.contextmanager
 def deployment(settings: Settings, workers: int, folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """uvicorn with `workers` processes (multiprocess metrics in `folder`/prom) and one Celery worker."""
     (folder / "prom").mkdir()
     env = {**settings_env(settings), "PROMETHEUS_MULTIPROC_DIR": str(folder / "prom"),
-           "NETSYNTH_RATE_LIMIT_PER_MINUTE": "100000000", "NETSYNTH_RATE_LIMIT_BURST": "100000000"}
+           "NETSYNTH_RATE_LIMIT_PER_MINUTE": "100000000", "NETSYNTH_RATE_LIMIT_BURST": "100000000",
+           "NETSYNTH_METRICS_TOKEN": METRICS_TOKEN}
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
@@ -302,7 +307,7 @@ class _Sent(io.FileIO):
 
 def counted(url: str) -> float:
     """GET /jobs/{id} requests that `/metrics` counted (all API processes)."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
+    text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=30).text
     return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
                if s.name == "netsynth_http_requests_total" and s.labels.get("route") == f"{V1}/jobs/{{job_id}}")
 

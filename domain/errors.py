@@ -51,6 +51,10 @@ class Conflict(StoreError):
     """The request conflicts with the current state (e.g. a dataset name already taken, a dataset still in use)."""
 
 
+class TooManyKeys(Conflict):
+    """A user already has as many API keys as it may have (NETSYNTH_MAX_API_KEYS): deleting one makes room."""
+
+
 class PayloadTooLarge(StoreError):
     """An upload exceeds the configured size limit."""
 
@@ -74,9 +78,10 @@ class QuotaExceeded(StoreError):
 
 
 class RateLimited(StoreError):
-    """An API key sent more requests than its rate allows; `retry_after` is the seconds until one more is allowed."""
+    """A user (or, for requests that do not authenticate, a client address) sent more requests than its rate allows;
+    `retry_after` is the seconds until one more is allowed."""
 
-    def __init__(self, retry_after: float, detail: str = "too many requests for this API key") -> None:
+    def __init__(self, retry_after: float, detail: str = "too many requests") -> None:
         super().__init__(detail)
         self.retry_after = retry_after
         self.detail = detail

@@ -1,14 +1,21 @@
-"""Request rate limits per API key, with the `limits` library: in Redis when Redis is the task broker (so every API
-process shares them), in this process's memory on the embedded default.
+"""Request rate limits, with the `limits` library: in Redis when Redis is the task broker (so every API process shares
+them), in this process's memory on the embedded default. There are two (`RateLimits`):
 
-A key may send `rate_limit_burst` requests at once and `rate_limit_per_minute` on average: at most `burst` requests
-in any moving window of `burst * 60 / per_minute` seconds (at least one second). Like a token bucket of that size
-filling at that rate, a full burst is allowed at once; unlike one, the tokens come back as the requests that took
-them leave the window. A refused request is told when the oldest request in the window leaves it (`Retry-After`).
+* each user's requests, whichever of its API keys or browser sessions sent them (`rate_limit_per_minute`,
+  `rate_limit_burst`): a user gains nothing by making more keys;
+* each client address's requests that did not authenticate (no key, or one that is unknown, wrong or revoked;
+  `rate_limit_unauthenticated_per_minute`, `..._burst`): a flood of made-up keys is refused too. An IPv6 address
+  counts by its /64 network, which one client usually holds whole.
+
+An identifier may send `burst` requests at once and `per_minute` on average: at most `burst` requests in any moving
+window of `burst * 60 / per_minute` seconds (at least one second). Like a token bucket of that size filling at that
+rate, a full burst is allowed at once; unlike one, the tokens come back as the requests that took them leave the
+window. A refused request is told when the oldest request in the window leaves it (`Retry-After`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from dataclasses import dataclass
@@ -31,16 +38,31 @@ def window(per_minute: int, burst: int) -> tuple[int, int]:
     return max(1, round(per_minute * seconds / 60)), seconds
 
 
+def address_key(host: str) -> str:
+    """The identifier a client address is limited by: an IPv4 address itself, an IPv6 address its /64 network (an IPv4
+    address mapped into IPv6 as the IPv4 one), anything else (a name a test client gives) as it is."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
 @dataclass
 class RateLimiter:
-    """A moving-window limit of `requests` per `seconds` for each identifier, kept in `storage`."""
+    """A moving-window limit of `requests` per `seconds` for each identifier in `namespace`, kept in `storage`."""
 
     storage: Storage
     requests: int
     seconds: int
+    namespace: str
 
     def __post_init__(self) -> None:
-        self._item = RateLimitItemPerSecond(self.requests, self.seconds, namespace="api-key")
+        self._item = RateLimitItemPerSecond(self.requests, self.seconds, namespace=self.namespace)
         self._strategy = MovingWindowRateLimiter(self.storage)
 
     def hit(self, identifier: str) -> float | None:
@@ -78,13 +100,24 @@ class InlineExpiryStorage(MemoryStorage):
             self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
 
 
-def make_limiter(settings: Settings) -> RateLimiter:
-    """The limiter `settings` configure: on the Redis broker when it is one, else in memory."""
+@dataclass(frozen=True)
+class RateLimits:
+    """The API's two limits, kept in one storage: each user's requests, and each client address's requests that did
+    not authenticate."""
+
+    users: RateLimiter
+    addresses: RateLimiter
+
+
+def make_limits(settings: Settings) -> RateLimits:
+    """The limits `settings` configure: on the Redis broker when it is one, else in memory."""
     storage: Storage
     if is_redis(settings.broker_url):
         storage = RedisStorage(settings.broker_url, key_prefix=KEY_PREFIX, wrap_exceptions=True,
                                socket_connect_timeout=2, socket_timeout=2)
     else:
         storage = InlineExpiryStorage()
-    requests, seconds = window(settings.rate_limit_per_minute, settings.rate_limit_burst)
-    return RateLimiter(storage, requests, seconds)
+    users = window(settings.rate_limit_per_minute, settings.rate_limit_burst)
+    addresses = window(settings.rate_limit_unauthenticated_per_minute, settings.rate_limit_unauthenticated_burst)
+    return RateLimits(RateLimiter(storage, *users, namespace="user"),
+                      RateLimiter(storage, *addresses, namespace="address"))

@@ -54,6 +54,11 @@ class Settings(BaseSettings):
     storage_bytes_per_user: int = Field(default=20 * 1024**3, ge=1)
     rate_limit_per_minute: int = Field(default=600, ge=1)
     rate_limit_burst: int = Field(default=120, ge=1)
+    rate_limit_unauthenticated_per_minute: int = Field(default=60, ge=1)
+    rate_limit_unauthenticated_burst: int = Field(default=30, ge=1)
+    max_api_keys: int = Field(default=20, ge=1)
+    metrics_token: str = ""
+    metrics_refresh_s: float = Field(default=60.0, ge=0)
     log_format: Literal["text", "json"] = "text"
     worker_devices: int = Field(default=1, ge=1)
     admin_email: str = "admin@localhost"

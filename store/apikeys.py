@@ -1,5 +1,6 @@
 """API keys: issued once in plaintext, stored as a lookup prefix plus a SHA-256 hash; a disabled user's keys and
-revoked keys never verify. Use is recorded at most once a minute per key, so most requests write nothing."""
+revoked keys never verify. Use is recorded at most once a minute per key, so most requests write nothing. A user
+makes its own keys up to a limit (`issue_api_key`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session, contains_eager
 
+from domain.errors import TooManyKeys
 from store.base import utcnow
 from store.models import ApiKey, User
+from store.users import lock_user
 
 KEY_PREFIX = "ns_"
 PREFIX_CHARS = 12
@@ -49,6 +52,19 @@ def create_api_key(session: Session, user: User, name: str = "") -> IssuedKey:
     session.add(row)
     session.flush()
     return IssuedKey(row=row, plaintext=plaintext)
+
+
+def issue_api_key(session: Session, user: User, name: str, limit: int) -> IssuedKey:
+    """Create a key for `user` unless it already has `limit` keys that are not revoked (TooManyKeys; nothing is
+    written). The count and the insert hold the user's lock (`lock_user`): concurrent requests cannot pass the limit
+    together."""
+    lock_user(session, user)
+    held = session.scalar(select(func.count()).select_from(ApiKey)
+                          .where(ApiKey.user_id == user.id, ApiKey.revoked_at.is_(None))) or 0
+    if held >= limit:
+        raise TooManyKeys(f"you have {held} API keys, the most you may have: delete one you no longer use "
+                          "(DELETE /api/v1/me/keys/{key_id}) to make room")
+    return create_api_key(session, user, name)
 
 
 def record_use(row: ApiKey, now: datetime) -> None:

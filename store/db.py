@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,18 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, echo=echo, pool_pre_ping=True)
+
+
+def hold_write_lock(session: Session) -> None:
+    """On SQLite, make `session`'s transaction hold the database's write lock from now until it ends, so that what it
+    reads next cannot change before it commits: another transaction that asks for the lock waits (the driver's busy
+    timeout, 5 s). Python's sqlite3 runs reads outside any transaction and begins one, deferred, at the first write;
+    SQLite ignores `SELECT ... FOR UPDATE`. A transaction that has already written holds the lock already. Other
+    databases: nothing (they lock rows: `with_for_update`)."""
+    connection = session.connection()
+    driver = connection.connection.driver_connection
+    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

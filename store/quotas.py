@@ -4,7 +4,8 @@ Each limit is the user's override (set by an admin: `netsynth user quota`) or el
 is counted for the jobs created in the last 30 days: what a finished job spent, and the whole budget of a job still
 queued or running (it may yet spend it). A check that fails raises QuotaExceeded with a `reason` and a detail that
 says what would free the quota; each check first locks the user's row, so two requests of one user are checked one
-after the other (on PostgreSQL; SQLite runs one writer at a time anyway).
+after the other on PostgreSQL. The job check locks the user on SQLite too (`store.users.lock_user`: there, the
+database's write lock), so that concurrent job creations of one user are checked one after the other there as well.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from infra.settings import Settings
 from store.base import utcnow
 from store.jobs import TERMINAL
 from store.models import Dataset, Job, User
+from store.users import lock_user
 
 WINDOW = timedelta(days=30)
 """How far back device time counts."""
@@ -108,9 +110,10 @@ def _frees_at(session: Session, user: User, quota: Quota, needed: int, now: date
 
 def check_job(session: Session, user: User, settings: Settings, budget_seconds: int,
               now: datetime | None = None) -> None:
-    """Raise QuotaExceeded unless `user` may queue one more job with a budget of `budget_seconds`."""
+    """Raise QuotaExceeded unless `user` may queue one more job with a budget of `budget_seconds`. The caller inserts
+    the job in the same transaction: until it ends, another check of the user's waits."""
     now = now or utcnow()
-    _lock(session, user)
+    lock_user(session, user)
     active = active_jobs(session, user, settings)
     if active.used >= active.limit:
         raise QuotaExceeded(ACTIVE_JOBS, f"you have {active.used} queued or running job(s), your limit is "

@@ -1,5 +1,5 @@
 """Admin operations on users: find one by email, list them all, disable one (its keys stop at once and its jobs are
-cancelled) or enable it again."""
+cancelled) or enable it again; and `lock_user`, which makes checks of one user's limits run one after the other."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from domain.errors import NotFound
 from store.base import utcnow
+from store.db import hold_write_lock
 from store.jobs import TERMINAL
 from store.leases import request_cancel
 from store.models import Job, JobState, User
@@ -30,6 +31,15 @@ def user_by_email(session: Session, email: str, *, lock: bool = False) -> User:
     if user is None:
         raise NotFound(f"no user with email {email!r}")
     return user
+
+
+def lock_user(session: Session, user: User) -> None:
+    """Until the transaction ends, make any other transaction that locks `user` wait: on PostgreSQL by the user's row
+    lock, on SQLite, which locks no rows, by the database's write lock (`store.db.hold_write_lock`). What the caller
+    counts of the user's rows after this cannot change until it commits: a check of a limit and the insert it allows
+    are one step."""
+    hold_write_lock(session)
+    session.execute(select(User.id).where(User.id == user.id).with_for_update())
 
 
 def all_users(session: Session) -> list[User]:

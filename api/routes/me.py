@@ -10,8 +10,8 @@ from api.deps import CurrentUser, SessionDep, SettingsDep
 from api.openapi import ProblemRoute, problems
 from api.schemas import UserOut, UserUpdate
 from api.schemas.me import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, MeOut, QuotaOut, QuotasOut
-from domain.errors import NotFound
-from store.apikeys import KEY_PREFIX, active_api_keys, create_api_key, owned_active_key, revoke_api_key
+from domain.errors import NotFound, TooManyKeys
+from store.apikeys import KEY_PREFIX, active_api_keys, issue_api_key, owned_active_key, revoke_api_key
 from store.models import ApiKey
 from store.quotas import Quota, usage
 
@@ -50,10 +50,13 @@ def list_keys(user: CurrentUser, session: SessionDep) -> list[ApiKeyOut]:
     return [_key(row) for row in active_api_keys(session, user)]
 
 
-@router.post("/keys", status_code=201)
-def create_key(body: ApiKeyCreate, user: CurrentUser, session: SessionDep) -> ApiKeyCreated:
-    """Create an API key; the response holds its secret, which is shown this once and never again."""
-    issued = create_api_key(session, user, name=body.name)
+@router.post("/keys", status_code=201, responses=problems({
+    TooManyKeys: "The caller already has as many API keys as it may have: delete one to make room.",
+}))
+def create_key(body: ApiKeyCreate, user: CurrentUser, session: SessionDep, settings: SettingsDep) -> ApiKeyCreated:
+    """Create an API key (up to the service's limit per user); the response holds its secret, which is shown this once
+    and never again."""
+    issued = issue_api_key(session, user, body.name, settings.max_api_keys)
     return ApiKeyCreated(**_key(issued.row).model_dump(), key=issued.plaintext)
 
 

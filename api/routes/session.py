@@ -13,9 +13,17 @@ from datetime import timedelta
 
 from fastapi import APIRouter, Request, Response
 
-from api.deps import SESSION_COOKIE, CurrentWebSession, SessionDep, SettingsDep, get_settings, limit_rate
+from api.deps import (
+    SESSION_COOKIE,
+    CurrentWebSession,
+    SessionDep,
+    SettingsDep,
+    get_settings,
+    limit_rate,
+    refuse,
+)
 from api.errors import Unauthenticated
-from api.openapi import ProblemRoute, problems
+from api.openapi import RATE_LIMITED, ProblemRoute, problems
 from api.schemas import UserOut
 from api.schemas.session import SessionIn, SessionOut
 from domain.errors import RateLimited
@@ -39,16 +47,16 @@ def _set_cookie(response: Response, request: Request, token: str, max_age: int) 
 
 @router.post("", responses=problems({
     Unauthenticated: "The API key was not accepted: it is unknown, wrong or revoked, or its user is disabled.",
-    RateLimited: "The API key sent more requests than its rate allows: see Retry-After.",
+    RateLimited: RATE_LIMITED,
 }))
 def sign_in(body: SessionIn, request: Request, response: Response, session: SessionDep,
             settings: SettingsDep) -> SessionOut:
     """Sign a browser in with an API key: the answer sets the session cookie and holds the session's CSRF token."""
     key = find_api_key(session, body.api_key)
     if key is None:
-        raise Unauthenticated("the API key was not accepted: it is unknown, wrong or revoked, or its user is disabled",
-                              invalid_token=True)
-    limit_rate(request, key)
+        refuse(request, Unauthenticated("the API key was not accepted: it is unknown, wrong or revoked, or its user is "
+                                        "disabled", invalid_token=True))
+    limit_rate(request, key.user_id)
     lifetime = timedelta(hours=settings.session_hours)
     issued = start_session(session, key, lifetime)
     _set_cookie(response, request, issued.token, int(lifetime.total_seconds()))

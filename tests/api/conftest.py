@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +23,7 @@ from store.models import User
 from tests import nets
 from tests.nets import Net
 from tests.store.conftest import empty_db_url, pg_skip_reason, s3_server
+from tests.workers.service import ApiServer
 
 __all__ = ["empty_db_url", "pg_skip_reason", "s3_server"]  # re-exported: the store's database and S3 fixtures
 
@@ -87,6 +91,22 @@ def make_account(factory: sessionmaker[Session], email: str = "ada@example.org")
 @pytest.fixture
 def account(factory: sessionmaker[Session]) -> Account:
     return make_account(factory)
+
+
+def at_once(settings: Settings, account: Account, times: int, path: str, body: dict[str, Any]) -> list[int]:
+    """The statuses, sorted, of `times` POSTs of `body` to `path` sent at once (threads that start together) with the
+    account's key to the real app served by uvicorn on `settings`. The key's use is recorded first, so that
+    authenticating them writes nothing: what they write is the route's own work."""
+    together = threading.Barrier(times)
+    with ApiServer(settings) as server, httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
+        assert client.get("/api/v1/me").status_code == 200
+
+        def send(_: int) -> int:
+            together.wait()
+            return client.post(path, json=body).status_code
+
+        with ThreadPoolExecutor(times) as pool:
+            return sorted(pool.map(send, range(times)))
 
 
 def assert_problem(response: httpx.Response, status: int) -> dict[str, object]:

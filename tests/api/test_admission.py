@@ -93,7 +93,7 @@ def test_the_limit_is_the_pools_connections_less_the_event_readers(tmp_path: Pat
 async def test_health_and_metrics_answer_while_every_place_is_taken(settings: Settings,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("api.app.admission_limit", lambda _engine: 1)
-    app = create_app(settings)
+    app = create_app(settings.model_copy(update={"metrics_token": "scraper"}))
     inside: list[str] = []
     release = anyio.Event()
 
@@ -112,7 +112,8 @@ async def test_health_and_metrics_answer_while_every_place_is_taken(settings: Se
                     await anyio.sleep(0.01)
                 tg.start_soon(client.get, "/api/v1/work/b")
                 with anyio.fail_after(10):
-                    health, metrics = await client.get("/api/v1/health"), await client.get("/metrics")
+                    health = await client.get("/api/v1/health")
+                    metrics = await client.get("/metrics", headers={"Authorization": "Bearer scraper"})
                 assert inside == ["a"]  # b still waits for its turn
                 release.set()
     app.state.engine.dispose()

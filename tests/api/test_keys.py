@@ -1,19 +1,24 @@
-"""`/me/keys`: list the caller's keys without secrets, create one whose secret is shown once, delete one (it answers
-401 from the next request on)."""
+"""`/me/keys`: list the caller's keys without secrets, create one whose secret is shown once (up to
+NETSYNTH_MAX_API_KEYS that work, then 409), delete one (it answers 401 from the next request on)."""
 
 from __future__ import annotations
 
+import time
 import uuid
+from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+import store.apikeys
+from api.app import create_app
+from infra.settings import Settings
 from store.apikeys import create_api_key, hash_key
 from store.db import session_scope
 from store.models import ApiKey, User
-from tests.api.conftest import Account, assert_problem
+from tests.api.conftest import Account, assert_problem, at_once
 
 pytestmark = pytest.mark.anyio
 
@@ -90,3 +95,44 @@ async def test_invalid_key_bodies_are_422_and_create_nothing(
                                               ("DELETE", "/api/v1/me/keys/00000000-0000-4000-8000-000000000000")])
 async def test_the_key_routes_need_a_key(client: httpx.AsyncClient, method: str, path: str) -> None:
     assert_problem(await client.request(method, path, json={"name": "x"}), 401)
+
+
+def _keys(factory: sessionmaker[Session], account: Account) -> int:
+    """How many keys of the account's user are stored, revoked ones included."""
+    with factory() as s:
+        return int(s.scalar(select(func.count()).select_from(ApiKey).where(ApiKey.user_id == account.user.id)) or 0)
+
+
+async def test_past_the_most_keys_a_user_may_have_a_new_one_is_409_until_one_is_deleted(
+    settings: Settings, account: Account, factory: sessionmaker[Session]
+) -> None:
+    app = create_app(settings.model_copy(update={"max_api_keys": 3}))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=account.auth) as client:
+        made = [await client.post("/api/v1/me/keys", json={"name": f"k{n}"}) for n in range(2)]
+        assert [r.status_code for r in made] == [201, 201]  # with the fixture's key: 3
+        problem = assert_problem(await client.post("/api/v1/me/keys", json={"name": "one more"}), 409)
+        assert problem["type"] == "urn:netsynth:problem:too-many-api-keys"
+        assert "you have 3 API keys" in str(problem["detail"]) and "delete one" in str(problem["detail"])
+        assert _keys(factory, account) == 3  # nothing written
+        assert (await client.delete(f"/api/v1/me/keys/{made[0].json()['id']}")).status_code == 204
+        assert (await client.post("/api/v1/me/keys", json={"name": "again"})).status_code == 201  # revoked: not counted
+    app.state.engine.dispose()
+    assert "409" in app.openapi()["paths"]["/api/v1/me/keys"]["post"]["responses"]
+
+
+def test_concurrent_key_creations_cannot_pass_the_limit_together(
+    settings: Settings, account: Account, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five creations at once with room for one more key: one is made, on SQLite as on PostgreSQL. Each waits a moment
+    between its count and its insert, so without the count and insert serialised all five would pass."""
+    issue = store.apikeys.create_api_key
+
+    def wait_then_create(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return issue(*args, **kwargs)
+
+    monkeypatch.setattr(store.apikeys, "create_api_key", wait_then_create)
+    statuses = at_once(settings.model_copy(update={"max_api_keys": 2}), account, 5, "/api/v1/me/keys", {"name": "k"})
+    assert statuses == [201, 409, 409, 409, 409]
+    assert _keys(factory, account) == 2

@@ -1,4 +1,6 @@
-"""`GET /metrics`: requests by route template, status and latency; jobs, trials, device-seconds and queue depth."""
+"""`GET /metrics`: requests by route template, status and latency; jobs, trials, device-seconds and queue depth; only
+to the bearer of NETSYNTH_METRICS_TOKEN (404 without one), the database read at most every
+NETSYNTH_METRICS_REFRESH_S."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 import redis
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
@@ -22,12 +25,20 @@ from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import append_event, transition
 from store.models import Candidate, CandidateStatus, JobState, TrialState, TrialTask
-from tests.api.conftest import Account
+from tests.api.conftest import Account, assert_problem
 from tests.services import unavailable
 from tests.store.factories import make_job
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB_ROUTE = "/api/v1/jobs/{job_id}"
+TOKEN = "a-scrapers-token"
+SCRAPER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(name="settings")
+def scraped_settings(settings: Settings) -> Settings:
+    """The API fixtures' settings with a metrics token, and the database read at every scrape."""
+    return settings.model_copy(update={"metrics_token": TOKEN, "metrics_refresh_s": 0})
 
 
 def sample(text: str, name: str, **labels: str) -> float:
@@ -40,13 +51,12 @@ def sample(text: str, name: str, **labels: str) -> float:
 
 
 @pytest.mark.anyio
-async def test_requests_are_counted_by_route_template_without_a_key(client: httpx.AsyncClient,
-                                                                   account: Account) -> None:
-    before = (await client.get("/metrics")).text
+async def test_requests_are_counted_by_route_template(client: httpx.AsyncClient, account: Account) -> None:
+    before = (await client.get("/metrics", headers=SCRAPER)).text
     ids = [uuid.uuid4() for _ in range(3)]
     for job_id in ids:
         assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 404
-    r = await client.get("/metrics")
+    r = await client.get("/metrics", headers=SCRAPER)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain; version=")
     counted = {"route": JOB_ROUTE, "method": "GET", "status": "404"}
@@ -80,7 +90,7 @@ async def test_job_trial_and_device_figures_reflect_the_rows(
                    Candidate(job_id=done.id, genome={}, status=CandidateStatus.FAILED),
                    TrialTask(job_id=running.id, attempt=1, trial_index=0, request={}, state=TrialState.RUNNING)])
     enqueue_synthesize(app.state.sender, queued[0])
-    text = (await client.get("/metrics")).text
+    text = (await client.get("/metrics", headers=SCRAPER)).text
     assert [sample(text, "netsynth_jobs", state=state) for state in ("queued", "running", "succeeded", "failed")] == [
         2, 1, 1, 0]
     assert sample(text, "netsynth_device_seconds_total") == 42.5
@@ -90,6 +100,63 @@ async def test_job_trial_and_device_figures_reflect_the_rows(
     assert sample(text, "netsynth_trial_tasks", state="running") == 1
     assert sample(text, "netsynth_queue_depth", queue="cpu") == 1
     assert sample(text, "netsynth_source_up", source="database") == 1
+
+
+@pytest.mark.anyio
+async def test_only_the_bearer_of_the_token_is_answered(client: httpx.AsyncClient) -> None:
+    missing = assert_problem(await client.get("/metrics"), 401)
+    assert missing["type"] == "urn:netsynth:problem:unauthenticated"
+    wrong = await client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}x"})
+    assert_problem(wrong, 401)
+    assert wrong.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+    assert_problem(await client.get("/metrics", headers={"Authorization": f"Basic {TOKEN}"}), 401)
+    assert (await client.get("/metrics", headers=SCRAPER)).status_code == 200
+
+
+@pytest.mark.anyio
+async def test_without_a_token_setting_nothing_is_served(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"metrics_token": ""}))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        for headers in ({}, {"Authorization": "Bearer "}, SCRAPER):
+            assert_problem(await client.get("/metrics", headers=headers), 404)
+    app.state.engine.dispose()
+
+
+@pytest.mark.anyio
+async def test_scrapes_between_two_reads_send_the_database_nothing(
+    settings: Settings, account: Account, factory: sessionmaker[Session]
+) -> None:
+    """However often it is scraped, the database is read at most once every NETSYNTH_METRICS_REFRESH_S."""
+    app = create_app(settings.model_copy(update={"metrics_refresh_s": 3600}))
+    statements: list[str] = []
+    event.listen(app.state.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        first = (await client.get("/metrics", headers=SCRAPER)).text
+        assert statements, "the first scrape reads the database"
+        statements.clear()
+        with session_scope(factory) as s:
+            make_job(s, account.user)
+        for _ in range(5):
+            again = await client.get("/metrics", headers=SCRAPER)
+            assert sample(again.text, "netsynth_jobs", state="queued") == sample(first, "netsynth_jobs",
+                                                                                  state="queued") == 0
+    app.state.engine.dispose()
+    assert statements == []
+
+
+def test_the_store_figures_are_read_again_once_the_refresh_interval_has_passed(
+    settings: Settings, account: Account, factory: sessionmaker[Session], app: FastAPI
+) -> None:
+    now = [100.0]
+    store = StoreCollector(app.state.session_factory, settings.model_copy(update={"metrics_refresh_s": 30}),
+                           clock=lambda: now[0])
+    assert sample(exposition(store).decode(), "netsynth_jobs", state="queued") == 0
+    with session_scope(factory) as s:
+        make_job(s, account.user)
+    now[0] += 29.9
+    assert sample(exposition(store).decode(), "netsynth_jobs", state="queued") == 0  # the figures last read
+    now[0] += 0.1
+    assert sample(exposition(store).decode(), "netsynth_jobs", state="queued") == 1
 
 
 def test_queue_depth_is_the_redis_list_length(settings: Settings, account: Account,

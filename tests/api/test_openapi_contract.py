@@ -94,10 +94,11 @@ NEVER_SUCCEEDS = {
 
 @pytest.fixture(name="settings")
 def unthrottled_settings(settings: Settings) -> Settings:
-    """The API fixtures' settings with a rate limit the fuzzer's ~100 requests a second per key stay under, and room
-    for one more active job beside the two seeded ones."""
+    """The API fixtures' settings with rate limits the fuzzer's ~100 requests a second per user, and its requests
+    without a key or cookie, stay under, and room for one more active job beside the two seeded ones."""
     return settings.model_copy(update={"rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000,
-                                       "max_active_jobs_per_user": 3})
+                                       "rate_limit_unauthenticated_per_minute": 1_000_000,
+                                       "rate_limit_unauthenticated_burst": 100_000, "max_active_jobs_per_user": 3})
 
 
 @pytest.fixture

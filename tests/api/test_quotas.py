@@ -3,7 +3,9 @@ quota's `reason` and what would free it, and nothing is created."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -11,12 +13,13 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+import store.quotas
 from infra.settings import Settings
 from store.db import session_scope
 from store.jobs import transition
 from store.models import Job, JobState, User
 from store.quotas import set_quota
-from tests.api.conftest import Account, assert_problem
+from tests.api.conftest import Account, assert_problem, at_once
 from tests.api.test_datasets import dataset_rows, files_left, upload
 from tests.datasets import digits_arrays, write_image_zip
 from tests.store.factories import make_job, ready_dataset
@@ -70,6 +73,25 @@ async def test_a_job_past_the_active_jobs_quota_is_429_until_one_is_cancelled(
     assert _jobs(factory) == 1
     await client.post(f"/api/v1/jobs/{first.json()['id']}/cancel", headers=account.auth)
     assert (await client.post("/api/v1/jobs", json=body, headers=account.auth)).status_code == 201
+
+
+def test_concurrent_jobs_of_one_user_are_checked_one_after_the_other(
+    settings: Settings, account: Account, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five job creations at once, with room for one: exactly one is created, on SQLite as on PostgreSQL. Each
+    request waits a moment between its quota check and its insert, so without the checks serialised every request
+    would pass its check before any had inserted."""
+    _override(factory, account, active_jobs=1)
+    body = {"dataset_id": str(ready_dataset(factory, account.user)), "budget": 60}
+    checked = store.quotas.check_job
+
+    def check_then_wait(*args: Any, **kwargs: Any) -> None:
+        checked(*args, **kwargs)
+        time.sleep(0.3)
+
+    monkeypatch.setattr("api.routes.jobs.check_job", check_then_wait)
+    assert at_once(settings, account, 5, "/api/v1/jobs", body) == [201, 429, 429, 429, 429]
+    assert _jobs(factory) == 1
 
 
 async def test_a_budget_past_the_device_seconds_left_is_429(

@@ -249,7 +249,7 @@ async def test_an_expired_session_is_401(
         assert hash_key(expired) not in set(s.scalars(select(WebSession.token_hash)))
 
 
-async def test_cookie_and_key_requests_share_the_keys_rate_limit(settings: Settings, account: Account) -> None:
+async def test_cookie_and_key_requests_share_the_users_rate_limit(settings: Settings, account: Account) -> None:
     app = create_app(settings.model_copy(update={"rate_limit_per_minute": 60, "rate_limit_burst": 3}))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:

@@ -18,7 +18,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from infra.ratelimit import make_limiter
+from infra.ratelimit import make_limits
 from infra.settings import Settings
 from store.apikeys import find_api_key
 from store.base import utcnow
@@ -192,8 +192,8 @@ def test_the_key_and_session_lookups_find_only_live_credentials_each_in_one_stat
 def test_spaced_requests_start_no_thread_in_the_memory_rate_limiter(monkeypatch: pytest.MonkeyPatch) -> None:
     """`limits`' MemoryStorage started a timer thread at every hit more than 10 ms after the last (a poller's): the
     limiter the API makes drops old entries inline instead, and still limits."""
-    limiter = make_limiter(Settings(broker_url="filesystem://./var/broker", rate_limit_per_minute=60,
-                                    rate_limit_burst=3))
+    limiter = make_limits(Settings(broker_url="filesystem://./var/broker", rate_limit_per_minute=60,
+                                   rate_limit_burst=3)).users
     started: list[threading.Thread] = []
     start = threading.Thread.start
 

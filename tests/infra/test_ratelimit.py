@@ -1,4 +1,5 @@
-"""Rate limits per API key: a burst at once, then refusals that say when to retry; in memory and in Redis."""
+"""Rate limits per user and per client address: a burst at once, then refusals that say when to retry; in memory and
+in Redis."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import redis
 from limits.storage import MemoryStorage, RedisStorage
 
-from infra.ratelimit import KEY_PREFIX, RateLimiter, make_limiter, window
+from infra.ratelimit import KEY_PREFIX, RateLimiter, address_key, make_limits, window
 from infra.settings import Settings
 from tests.workers.conftest import redis_url
 
@@ -18,7 +19,7 @@ __all__ = ["redis_url"]  # the workers' test Redis fixture (skips when Redis doe
 
 
 def _limiter(broker_url: str) -> RateLimiter:
-    return make_limiter(Settings(broker_url=broker_url, rate_limit_per_minute=90, rate_limit_burst=3))
+    return make_limits(Settings(broker_url=broker_url, rate_limit_per_minute=90, rate_limit_burst=3)).users
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -56,8 +57,8 @@ def test_a_burst_is_allowed_then_refused_until_the_window_moves(limiter: RateLim
 
 
 def test_a_redis_that_does_not_answer_lets_requests_through() -> None:
-    limiter = make_limiter(Settings(broker_url="redis://127.0.0.1:1/0", rate_limit_per_minute=60,
-                                    rate_limit_burst=1))
+    limiter = make_limits(Settings(broker_url="redis://127.0.0.1:1/0", rate_limit_per_minute=60,
+                                   rate_limit_burst=1)).users
     assert [limiter.hit("k") for _ in range(3)] == [None, None, None]
 
 
@@ -68,3 +69,23 @@ def test_redis_keys_are_namespaced_and_expire(redis_url: str) -> None:
     found = [name.decode() for name in client.scan_iter(f"{KEY_PREFIX}*{key}*")]
     assert len(found) == 1
     assert 0 < client.ttl(found[0]) <= 2  # idle keys leave nothing behind
+
+
+def test_users_and_addresses_are_counted_apart_in_one_storage() -> None:
+    limits = make_limits(Settings(rate_limit_per_minute=60, rate_limit_burst=1,
+                                  rate_limit_unauthenticated_per_minute=60, rate_limit_unauthenticated_burst=2))
+    assert limits.users.storage is limits.addresses.storage
+    assert (limits.users.requests, limits.addresses.requests) == (1, 2)
+    assert limits.users.hit("same") is None and limits.users.hit("same") is not None
+    assert limits.addresses.hit("same") is None  # the same identifier in the other namespace: its own count
+
+
+@pytest.mark.parametrize(("host", "key"), [
+    ("203.0.113.9", "203.0.113.9"),
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),  # one client usually holds a whole /64
+    ("2001:DB8:1:2::", "2001:db8:1:2::/64"),
+    ("::ffff:203.0.113.9", "203.0.113.9"),  # IPv4 mapped into IPv6
+    ("testclient", "testclient"),
+])
+def test_an_address_is_counted_by_its_ipv4_address_or_ipv6_64_network(host: str, key: str) -> None:
+    assert address_key(host) == key

@@ -276,7 +276,8 @@ export interface paths {
         put?: never;
         /**
          * Create Key
-         * @description Create an API key; the response holds its secret, which is shown this once and never again.
+         * @description Create an API key (up to the service's limit per user); the response holds its secret, which is shown this once
+         *     and never again.
          */
         post: operations["create_key_api_v1_me_keys_post"];
         delete?: never;
@@ -1289,7 +1290,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1389,7 +1390,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The file does not fit in the caller's storage quota (`quota-storage`): `detail` says how much to free. The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description The file does not fit in the caller's storage quota (`quota-storage`): `detail` says how much to free. Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1465,7 +1466,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1548,7 +1549,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1617,7 +1618,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1685,7 +1686,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1784,7 +1785,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1880,7 +1881,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many active jobs (`quota-active-jobs`), or the budget does not fit in the caller's device-seconds of the last 30 days (`quota-device-seconds`): `detail` says what would free it. The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many active jobs (`quota-active-jobs`), or the budget does not fit in the caller's device-seconds of the last 30 days (`quota-device-seconds`): `detail` says what would free it. Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1956,7 +1957,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2041,7 +2042,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2108,7 +2109,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2196,7 +2197,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2265,7 +2266,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2312,7 +2313,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2390,7 +2391,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2437,7 +2438,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2506,6 +2507,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The caller already has as many API keys as it may have: delete one to make room. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The request is not valid: `errors` says where and why. */
             422: {
                 headers: {
@@ -2515,7 +2525,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2589,7 +2599,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2656,7 +2666,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2726,7 +2736,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2837,7 +2847,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2923,7 +2933,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2991,7 +3001,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3090,7 +3100,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3157,7 +3167,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3224,7 +3234,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3292,7 +3302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3339,7 +3349,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3408,7 +3418,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3462,7 +3472,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The API key sent more requests than its rate allows: see Retry-After. */
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
