@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 from core_throughput import TUNABLES
 from peers import datasets
 from synthesis_quality import environment
@@ -57,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--work", type=Path, help="scratch folder for data, caches and job outputs (default: a "
                                               "temporary one, removed at the end)")
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     modes = [m for m in args.modes.split(",") if m]
     if set(modes) - set(MODES) or (args.work is None and {"warm", "warm2"} & set(modes) and "cold" not in modes):
         raise SystemExit(f"--modes: a subset of {','.join(MODES)}; warm needs cold (or --work with its caches)")
+    run = protocol.start(args.busy)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-compile-") as tmp:
         work = args.work or Path(tmp)
@@ -142,16 +145,16 @@ def main(argv: list[str] | None = None) -> None:
                     row = {"dataset": name, **run_job(data, budget, mode, cache, out, args.seed)}
                     rows.append(row)
                     print(table([row]).splitlines()[-1], flush=True)
-                    write(args.out, rows)  # what ran so far survives an interruption
+                    write(args.out, rows, run)  # what ran so far survives an interruption
     print(table(rows))
     print(f"written to {args.out.resolve().relative_to(ROOT) if args.out.resolve().is_relative_to(ROOT) else args.out}")
 
 
-def write(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Merge `rows` into the JSON at `path`, with the machine they ran on."""
+def write(path: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> None:
+    """Merge `rows` into the JSON at `path`, with the machine they ran on and the run's record (bench/protocol.py)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"environment": environment(), "target_share": TARGET_SHARE, "rows": merge(path, rows)}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    protocol.write(path, doc, run, indent=1)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import protocol
 from peers import datasets
 from synthesis_quality import LogMonitor, environment
 
@@ -90,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--control", type=int, default=0, metavar="N",
                    help="also retrain the uncompressed network N times as one pruning round retrains a pruned one")
     p.add_argument("--keep", type=Path, help="folder to write each compressed artifact to (DATASET-SEED.nscz)")
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -242,11 +244,12 @@ def means(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> None:
     """Run every selected dataset at every seed, print the table, merge the rows into the result file."""
     args = parse_args(argv)
+    run_record = protocol.start(args.busy)
     from core.kernels import CPU_XLA_FLAGS  # imports jax; XLA reads its flags when the backend starts
 
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
     if args.budget:
-        return jobs(args)
+        return jobs(args, run_record)
     settings = QUICK if args.quick else SETTINGS
     out = args.out or (Path(tempfile.gettempdir()) / "compression_quick.json" if args.quick else DEFAULT_OUT)
     rows = []
@@ -254,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         for seed in (int(s) for s in args.seeds.split(",")):
             env = environment()
             row = {**run(name, settings[name], args, seed), "quick": args.quick, "environment": env}
+            row["protocol"] = protocol.stamp({}, run_record)  # each merged row keeps its own run's record
             rows.append(row)
             print(table([row]).splitlines()[1], flush=True)
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -263,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {out}")
 
 
-def jobs(args: argparse.Namespace) -> None:
+def jobs(args: argparse.Namespace, run_record: dict[str, Any]) -> None:
     """``--budget``: one job per dataset, seed and budget through the engine; print and merge the rows."""
     import compression_jobs
 
@@ -272,6 +276,7 @@ def jobs(args: argparse.Namespace) -> None:
         for name in args.datasets.split(","):
             for seed in (int(s) for s in args.seeds.split(",")):
                 row = compression_jobs.run_job(name, budget, seed, args.data)
+                row["protocol"] = protocol.stamp({}, run_record)  # each merged row keeps its own run's record
                 rows.append(row)
                 print(compression_jobs.table([row]).splitlines()[1], flush=True)
                 out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 import argparse  # after XLA_FLAGS: JAX reads them when it loads
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import protocol
 from synthesis_quality import environment
 
 from core import kernels
@@ -147,7 +147,9 @@ def arguments(argv: list[str] | None, doc: str, default_out: Path, calls: int) -
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--out", type=Path, default=default_out)
+    protocol.add_busy(p)
     args = p.parse_args(argv)
+    args.run = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     if args.quick:
         args.calls, args.repeats, args.batch = 1, 2, 16
         temp = Path(os.environ.get("TMPDIR", "/tmp"))
@@ -157,12 +159,9 @@ def arguments(argv: list[str] | None, doc: str, default_out: Path, calls: int) -
 
 
 def write(args: argparse.Namespace, env: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    """Write an ops benchmark's rows, with the machine and its load at the end, to ``args.out``."""
-    env["load_avg_end"] = os.getloadavg()[0]
+    """Write an ops benchmark's rows, with the machine and the run's record (bench/protocol.py), to ``args.out``."""
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"environment": env, "threads": 1, "batch": args.batch, "rows": rows}, indent=1)
-                        + "\n")
-    print(f"wrote {args.out}")
+    protocol.write(args.out, {"environment": env, "threads": 1, "batch": args.batch, "rows": rows}, args.run, indent=1)
 
 
 def main(argv: list[str] | None = None) -> None:

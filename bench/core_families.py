@@ -41,13 +41,13 @@ Usage: ``python bench/core_families.py [--quick] [--families hand-cnn,text-cnn] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
+import protocol
 from core_throughput import (
     Burst,
     _versions,
@@ -79,6 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pause", type=float, default=0.2, help="seconds of rest before each burst")
     p.add_argument("--default-flags", action="store_true", help="don't set CPU_XLA_FLAGS")
     p.add_argument("--no-tunables", action="store_true", help="don't set GLIBC_TUNABLES")
+    protocol.add_busy(p)
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.repeats, args.batches = 3, 3, "128"
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Measure every chosen family at every batch size (all families at the first size, then the next);
     return the result document, also written to ``args.out`` after each row (``complete`` false until the
     last), so an interrupted run keeps what it measured."""
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     import torch
 
     torch.set_num_threads(len(os.sched_getaffinity(0)))
@@ -164,7 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       "rows": [r for r in rows if r["batch"] == sizes[0]],
                       "rows_other_batches": [r for r in rows if r["batch"] != sizes[0]], "settings": settings}
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=2) + "\n")
+            protocol.write(args.out, result, run_record)
     return result
 
 

@@ -22,7 +22,6 @@ Usage: ``python bench/core_throughput.py [--steps 12] [--repeats 10] [--batch 12
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -31,6 +30,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import protocol
 
 TUNABLES = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296"
 DEFAULT_OUT = Path(__file__).parent / "results" / "core_throughput.json"
@@ -48,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--pause", type=float, default=0.2, help="seconds of rest before each burst")
     p.add_argument("--default-flags", action="store_true", help="don't set CPU_XLA_FLAGS")
     p.add_argument("--no-tunables", action="store_true", help="don't set GLIBC_TUNABLES")
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -379,11 +381,11 @@ def main(argv: list[str] | None = None) -> None:
     """Set up the process (allocator, XLA flags), measure, print and write the JSON."""
     args = parse_args(argv)
     prepare_process(__file__, args)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     result = run(args)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    protocol.write(args.out, result, run_record)
 
 
 if __name__ == "__main__":

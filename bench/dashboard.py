@@ -12,7 +12,6 @@ them. Prints a table and writes `bench/results/dashboard.json`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import protocol  # noqa: E402
 from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 
 from infra.settings import Settings  # noqa: E402
@@ -103,9 +103,11 @@ def _median(rows: list[dict[str, Any]], field: str) -> float | None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    protocol.add_busy(parser)
     args = parser.parse_args(argv)
     if not (ROOT / "frontend" / "dist" / "index.html").is_file():
         sys.exit("the dashboard is not built: run `make frontend` first")
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     folder = Path(tempfile.mkdtemp(prefix="netsynth-bench-dashboard-"))
     settings = Settings(database_url=f"sqlite:///{folder / 'db.sqlite'}", blob_dir=folder / "blobs")
     upgrade(settings.database_url)
@@ -130,8 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{row['page']:<26}{row['fcp_ms']!s:>16}{row['ready_ms']!s:>12}{row['kb']!s:>12}{row['script_kb']!s:>11}"
               f"{row['requests']!s:>10}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"when": datetime.now(UTC).isoformat(timespec="seconds"), "cores": os.cpu_count(),
-                               "runs": args.runs, "pages": rows}, indent=2) + "\n")
+    protocol.write(OUT, {"when": datetime.now(UTC).isoformat(timespec="seconds"), "cores": os.cpu_count(),
+                         "runs": args.runs, "pages": rows}, run_record)
     print(f"\nwrote {OUT.relative_to(ROOT)} (medians of {args.runs} cold loads each, loopback, medians in ms)")
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 from estimator_data import TEXT, load_digits, load_mnist, load_text
 from estimator_score import rescore
 
@@ -63,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--merge", type=Path, help="keep an earlier result's datasets and ablation beside the new ones")
     p.add_argument("--quick", action="store_true", help="smoke run: 4 candidates, small data, few epochs")
     p.add_argument("--out", type=Path, help=f"result JSON (default {DEFAULT_OUT}; with --quick a temporary file)")
+    protocol.add_busy(p)
     args = p.parse_args(argv)
     if args.out is None:
         args.out = Path(tempfile.gettempdir()) / "estimator_quick.json" if args.quick else DEFAULT_OUT
@@ -224,9 +226,13 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save(result: dict[str, Any], out: Path, quiet: bool = False) -> None:
-    """Write the result document as JSON to ``out`` (creating its folder)."""
+def save(result: dict[str, Any], out: Path, quiet: bool = False, run_record: dict[str, Any] | None = None) -> None:
+    """Write the result document as JSON to ``out`` (creating its folder), stamped with the run's record
+    (bench/protocol.py) where given: the partial file written after each candidate has none."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    if run_record is not None:
+        protocol.write(out, result, run_record)
+        return
     out.write_text(json.dumps(result, indent=2) + "\n")
     if not quiet:
         print(f"wrote {out}")
@@ -235,12 +241,13 @@ def save(result: dict[str, Any], out: Path, quiet: bool = False) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Put core's CPU flags into XLA_FLAGS before JAX starts, train and evaluate, print the table, save."""
     args = parse_args(argv)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
     result = run(args)
     print(report(result))
-    save(result, args.out)
+    save(result, args.out, run_record=run_record)
 
 
 if __name__ == "__main__":

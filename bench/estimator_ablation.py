@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "estimator.json"
 
@@ -40,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rules", default="extrapolate,best_so_far")
     p.add_argument("--text-rows", type=int, default=2_000, help="training rows of a text set used (0: all)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="result JSON; its other keys are kept")
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -123,6 +125,7 @@ def save(runs: list[dict[str, Any]], rules: list[str], args: argparse.Namespace)
 def main(argv: list[str] | None = None) -> None:
     """Run every dataset, seed and rule, saving after each run; print the table."""
     args = parse_args(argv)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     from core.kernels import CPU_XLA_FLAGS  # imports jax; flags are read at backend start
 
     os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", ""), *CPU_XLA_FLAGS]).strip()
@@ -134,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 row = {"dataset": name, "seed": seed, "epochs": args.epochs, "rule": rule,
                        "train_rows": len(task.y), "test_rows": len(y_test),
                        **run_one(task, x_test, y_test, args.epochs, seed, rule)}
+                row["protocol"] = protocol.stamp({}, run_record)  # each merged run keeps its own run's record
                 runs.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 save(runs, rules, args)

@@ -15,7 +15,6 @@ Usage: ``python bench/faults.py [--jobs 10] [--budget 60] [--out FILE]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import protocol  # noqa: E402
 from sqlalchemy import func, select  # noqa: E402
 
 from infra.settings import Settings  # noqa: E402
@@ -80,9 +80,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "faults.json")
+    protocol.add_busy(parser)
     args = parser.parse_args()
     if (reason := _pg_reason()) is not None:
         sys.exit(f"bench/faults.py needs PostgreSQL: {reason}")
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     with tempfile.TemporaryDirectory(prefix="netsynth-faults-") as tmp:
         x, y = digits_arrays()
         digits = Digits(write_image_zip(Path(tmp) / "digits.zip", x, y, root="digits"), x[:0], y[:0])
@@ -115,8 +117,8 @@ def main() -> None:
     print(f"\n{summary['ok']} of {summary['jobs']} killed jobs ended succeeded with one model per variant; "
           f"blob store: {len(files)} files, not datasets: {summary['blob_files_not_datasets']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"summary": summary, "jobs": rows, "budget_s": args.budget,
-                                    "date": time.strftime("%Y-%m-%d")}, indent=2) + "\n")
+    protocol.write(args.out, {"summary": summary, "jobs": rows, "budget_s": args.budget,
+                              "date": time.strftime("%Y-%m-%d")}, run_record)
 
 
 if __name__ == "__main__":

@@ -54,11 +54,13 @@ def main() -> None:
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=HERE / "results" / "floor_forms.json")
-    args = p.parse_args()
-    from record import run_rows
+    import protocol
 
-    run_rows(args.out, [lambda d=d, s=int(s): run(d, s, args.data)  # type: ignore[misc]
-                        for d in args.datasets.split(",") for s in args.seeds.split(",")])
+    protocol.add_busy(p)
+    args = p.parse_args()
+
+    protocol.run_rows(args.out, [lambda d=d, s=int(s): run(d, s, args.data)  # type: ignore[misc]
+                                 for d in args.datasets.split(",") for s in args.seeds.split(",")], args.busy)
 
 
 if __name__ == "__main__":

@@ -57,14 +57,16 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=150.0)
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=HERE / "results" / "image_recipe.json")
+    import protocol
+
+    protocol.add_busy(p)
     args = p.parse_args()
     sys.path.insert(0, str(HERE))
     from peers import datasets
-    from record import run_rows
 
-    run_rows(args.out, [functools.partial(run, dataset, recipe, args.seconds, args.data,
-                                          flip=dataset in datasets.MIRRORABLE)
-                        for dataset in args.datasets.split(",") for recipe in RECIPES])
+    protocol.run_rows(args.out, [functools.partial(run, dataset, recipe, args.seconds, args.data,
+                                                   flip=dataset in datasets.MIRRORABLE)
+                                 for dataset in args.datasets.split(",") for recipe in RECIPES], args.busy)
 
 if __name__ == "__main__":
     main()

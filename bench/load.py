@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import protocol  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -65,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--upload-mb", type=int, default=1024, help="size of the uploaded CSV (0: no upload)")
     p.add_argument("--row-bytes", type=int, default=1000, help="about how long each text of the CSV is")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -394,13 +396,13 @@ def report(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     settings = {k: (os.path.relpath(v, ROOT) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     result = {"settings": settings, **run(args)}
     result["targets"] = {"p99_ms": 50, "errors": 0, "upload_rss_growth_mb": 100}
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    protocol.write(args.out, result, run_record)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -37,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import protocol  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 from load import cpu_seconds  # noqa: E402
@@ -59,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0, help="each job's seed (split and search)")
     p.add_argument("--quick", action="store_true", help="30 s budgets (a smoke run; its figures mean little)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    protocol.add_busy(p)
     args = p.parse_args(argv)
     if args.quick:
         args.budget = 30
@@ -364,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"bench/scale.py needs PostgreSQL: {reason}")
     if shutil.which("redis-server") is None:
         raise SystemExit("bench/scale.py needs redis-server on the PATH (it starts a private one per phase)")
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     folder = Path(tempfile.mkdtemp(prefix="netsynth-scale-"))
     started, load_before = time.monotonic(), os.getloadavg()
     try:
@@ -383,8 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     print(report(result))
     print(f"speed-up of candidates per hour, 2 workers against 1: {result['speedup_2_workers']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    protocol.write(args.out, result, run_record)
 
 
 if __name__ == "__main__":

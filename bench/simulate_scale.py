@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import protocol
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SCALE = ROOT / "bench" / "results" / "scale.json"
 DEFAULT_OUT = ROOT / "bench" / "results" / "simulate_scale.json"
@@ -357,6 +359,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="simulated time, the first hour a warm-up (longer below 64 workers)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -380,6 +383,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine (its "seconds" are a timing)
     m = Measured.from_scale(args.scale) if args.scale.exists() else Measured()
     cap, base = Capacities(), Design()
     designs = [base, base.improved(), base.notified()]
@@ -412,8 +416,7 @@ def main(argv: list[str] | None = None) -> None:
               "settings": {k: (os.path.relpath(v, ROOT) if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "rows": rows, "limits": limit_rows, "seconds": round(elapsed, 2)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    protocol.write(args.out, result, run_record)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ Usage: ``python bench/suspects_bound.py [--datasets mr,sms] [--seed 1] [--data D
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 from peers import datasets
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
@@ -53,13 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA)
     p.add_argument("--out", type=Path, default=HERE / "results" / "suspects_bound.json")
+    protocol.add_busy(p)
     args = p.parse_args(argv)
-    before = list(os.getloadavg())
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     rows = [bound(name, args.seed, args.data) for name in args.datasets.split(",")]
     for row in rows:
         print(row)
-    args.out.write_text(json.dumps({"seed": args.seed, "datasets": rows, "load_average_before": before,
-                                    "load_average_after": list(os.getloadavg())}, indent=2) + "\n")
+    protocol.write(args.out, {"seed": args.seed, "datasets": rows}, run_record)
     return 0
 
 

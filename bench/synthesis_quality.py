@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 from core_throughput import TUNABLES
 from peers import datasets
 
@@ -84,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--one", help=argparse.SUPPRESS)  # child mode: DATASET:SYSTEM
     p.add_argument("--budget-s", type=float, help=argparse.SUPPRESS)
     p.add_argument("--row-out", type=Path, help=argparse.SUPPRESS)
+    protocol.add_busy(p)
     return p.parse_args(argv)
 
 
@@ -293,6 +295,7 @@ def main(argv: list[str] | None = None) -> None:
         dataset, system = args.one.split(":")
         args.row_out.write_text(json.dumps(run_one(dataset, system, args.budget_s, args), default=str) + "\n")
         return
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     budgets = QUICK_BUDGETS if args.quick else BUDGETS
     systems = args.systems.split(",")
     if args.images or args.text:
@@ -313,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
             result = run_child(dataset, system, budget_s, args)
             env["load_average_after"] = list(os.getloadavg())
             row = {"dataset": dataset, "budget_s": budget_s, "job_budget_s": job_s, "system": system,
-                   "seed": args.seed, **result, "quick": args.quick, "environment": env}
+                   "seed": args.seed, **result, "quick": args.quick, "environment": env,
+                   "protocol": protocol.stamp({}, run_record)}  # each merged row keeps its own run's record
             rows.append(row)
             print(table([row]).splitlines()[1], flush=True)
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -71,16 +70,18 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=HERE / "results" / "text_vocabulary.json")
-    args = p.parse_args()
-    from record import write_rows
+    import protocol
 
-    rows, before = [], list(os.getloadavg())
+    protocol.add_busy(p)
+    args = p.parse_args()
+    run_record = protocol.start(args.busy)
+    rows = []
     for dataset in args.datasets.split(","):
         for rule in args.rules.split(","):
             row = run(dataset, rule, args.seed, args.data)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    write_rows(args.out, rows, before)
+    protocol.write(args.out, {"rows": rows}, run_record, indent=1)
 
 
 if __name__ == "__main__":

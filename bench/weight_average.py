@@ -85,14 +85,16 @@ def main() -> None:
     p.add_argument("--runs", default="cifar10_small:25,mnist:3,digits:100")
     p.add_argument("--data", type=Path, default=HERE.parent.parent / "shared" / "data")
     p.add_argument("--out", type=Path, default=HERE / "results" / "weight_average.json")
+    import protocol
+
+    protocol.add_busy(p)
     args = p.parse_args()
     sys.path.insert(0, str(HERE))
     from peers import datasets
-    from record import run_rows
 
     runs = [(dataset, int(epochs)) for dataset, epochs in (item.split(":") for item in args.runs.split(","))]
-    run_rows(args.out, [functools.partial(run, dataset, epochs, args.data, flip=dataset in datasets.MIRRORABLE)
-                        for dataset, epochs in runs])
+    protocol.run_rows(args.out, [functools.partial(run, dataset, epochs, args.data, flip=dataset in datasets.MIRRORABLE)
+                                 for dataset, epochs in runs], args.busy)
 
 if __name__ == "__main__":
     main()

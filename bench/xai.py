@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import protocol
 from peers import datasets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -254,23 +254,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=datasets.SHARED_DATA)
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--reports", type=Path, default=None, help="a folder to write each variant's report files into")
+    protocol.add_busy(p)
     args = p.parse_args(argv)
+    run_record = protocol.start(args.busy)  # refuses on a busy machine, before anything is measured
     from workers.app import use_cpu_xla_flags
 
     use_cpu_xla_flags()
-    before = list(os.getloadavg())
     synthetic = synthetic_checks(args.seed)
     rows = [run_dataset(name, noise, args.budget, args.seed, args.data, args.reports)
             for name in args.datasets.split(",") for noise in args.noises.split(",")
             if noise != "concentrated" or name not in datasets.TEXT_SETS]  # the text sets have two classes
     print(table(rows, synthetic))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                                    "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                                    "seed": args.seed, "budget_s": args.budget, "datasets": rows,
-                                    "synthetic": synthetic,
-                                    "load_average_before": before, "load_average_after": list(os.getloadavg())},
-                                   indent=2) + "\n")
+    protocol.write(args.out, {"when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                              "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                              "seed": args.seed, "budget_s": args.budget, "datasets": rows,
+                              "synthetic": synthetic}, run_record)
     return 0
 
 

@@ -12,6 +12,7 @@ from types import ModuleType
 import pytest
 
 PATH = Path(__file__).resolve().parents[1] / "bench" / "simulate_scale.py"
+sys.path.insert(0, str(PATH.parent))  # as when it runs as a script: its sibling modules (bench/protocol.py)
 
 
 def _load() -> ModuleType:
