@@ -4,6 +4,7 @@ every result file carries what is needed to trust it. The load average is inject
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_a_script_refuses_before_it_writes_and_writes_busy_with_the_flag(tmp_pat
     """End to end through one cheap script (the scaling simulation), the load average replaced."""
     import simulate_scale
 
-    monkeypatch.setattr(protocol.os, "getloadavg", _load(9.0))
+    monkeypatch.setattr(os, "getloadavg", _load(9.0))  # protocol reads it at each call
     out = tmp_path / "sim.json"
     args = ["--workers", "8", "--hours", "0.01", "--out", str(out)]
     with pytest.raises(SystemExit):
