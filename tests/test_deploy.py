@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
 import shutil
 import subprocess
+import tomllib
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from jsonschema import Draft202012Validator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,11 +74,48 @@ def test_worker_reserves_gpus_and_serves_the_gpu_queue() -> None:
     assert worker["build"]["args"]["EXTRAS"] == "gpu"
 
 
-def test_dockerfile_installs_every_package_the_services_run() -> None:
+def installed_packages() -> list[str]:
+    """The top-level packages `pip install` puts in the image: the folders with an ``__init__.py`` that
+    pyproject.toml's ``[tool.setuptools.packages.find] include`` patterns match."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    folders = [d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file()]
+    for pattern in include:  # a stale pattern would hide a package that moved
+        assert any(fnmatch.fnmatchcase(name, pattern) for name in folders), f"{pattern} matches no package"
+    return sorted(name for name in folders if any(fnmatch.fnmatchcase(name, p) for p in include))
+
+
+def test_installed_packages_are_derived_from_pyproject() -> None:
+    assert {"core", "domain", "synthesis", "infra", "store", "workers", "api", "netsynth"} <= set(installed_packages())
+
+
+def test_dockerfile_copies_every_installed_package_and_the_migrations() -> None:
+    """A package added to pyproject.toml but not copied into the image fails here, not at the first import."""
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for folder in ("core", "domain", "synthesis", "infra", "store", "workers", "api", "netsynth", "migrations"):
-        assert f"COPY {folder} ./{folder}" in dockerfile
+    for folder in [*installed_packages(), "migrations"]:
+        assert f"COPY {folder} ./{folder}" in dockerfile, f"the image lacks {folder}/"
     assert "alembic.ini" in dockerfile
+
+
+def test_dockerignore_keeps_every_installed_package_in_the_build_context() -> None:
+    """The context is what `.dockerignore` leaves: excluding a package's folder, or its code, would break the COPY."""
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    for folder in [*installed_packages(), "migrations"]:
+        for path in (folder, f"{folder}/__init__.py", f"{folder}/x/module.py"):
+            hits = [p for p in patterns if fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p + "/*")]
+            assert not hits, f".dockerignore {hits} drops {path}"
+
+
+def test_compose_file_follows_the_compose_specification() -> None:
+    """docker-compose.yml against the Compose specification's JSON schema (the copy check-jsonschema ships), so a
+    misspelt key or a wrong type fails without Docker; `docker compose config` below checks more where installed."""
+    schema = json.loads((resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json").read_text())
+    validator = Draft202012Validator(schema)
+    errors = [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(_compose())]
+    assert not errors, "\n".join(errors)
+    broken = _compose()
+    broken["services"]["api"]["heathcheck"] = broken["services"]["api"].pop("healthcheck")  # the check can fail
+    assert not validator.is_valid(broken)
 
 
 def test_dockerfile_builds_the_dashboard_the_api_serves() -> None:
