@@ -69,7 +69,8 @@ def start(busy: bool, load: Load | None = None) -> dict[str, Any]:
 
 def stamp(doc: dict[str, Any], run: dict[str, Any], load: Load | None = None) -> dict[str, Any]:
     """`doc` with the run's record (from :func:`start`), the load average now and ``XLA_FLAGS`` added at its top."""
-    record = {**run, "load_average_after": [round(x, 2) for x in (load or os.getloadavg)()], "xla_flags": os.environ.get("XLA_FLAGS")}
+    after = [round(x, 2) for x in (load or os.getloadavg)()]
+    record = {**run, "load_average_after": after, "xla_flags": os.environ.get("XLA_FLAGS")}
     return {**record, **{k: v for k, v in doc.items() if k not in record}}
 
 
