@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
                 cache = work / f"cache-{name}-{budget:.0f}"
                 for mode in modes:
                     out = work / f"job-{name}-{budget:.0f}-{mode}"
-                    row = {"dataset": name, **run_job(data, budget, mode, cache, out, args.seed)}
+                    row = {"dataset": name, **run_job(data, budget, mode, cache, out, args.seed),
+                           "protocol": protocol.stamp({}, run)}  # merged rows keep their own run's record
                     rows.append(row)
                     print(table([row]).splitlines()[-1], flush=True)
                     write(args.out, rows, run)  # what ran so far survives an interruption
