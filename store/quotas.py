@@ -3,9 +3,8 @@
 Each limit is the user's override (set by an admin: `netsynth user quota`) or else the settings' default. Device time
 is counted for the jobs created in the last 30 days: what a finished job spent, and the whole budget of a job still
 queued or running (it may yet spend it). A check that fails raises QuotaExceeded with a `reason` and a detail that
-says what would free the quota; each check first locks the user's row, so two requests of one user are checked one
-after the other on PostgreSQL. The job check locks the user on SQLite too (`store.users.lock_user`: there, the
-database's write lock), so that concurrent job creations of one user are checked one after the other there as well.
+says what would free the quota; each check first locks the user (`store.users.lock_user`: the user's row on
+PostgreSQL, the database's write lock on SQLite), so two requests of one user are checked one after the other.
 """
 
 from __future__ import annotations
@@ -92,11 +91,6 @@ def usage(session: Session, user: User, settings: Settings, now: datetime | None
                  storage_bytes(session, user, settings))
 
 
-def _lock(session: Session, user: User) -> None:
-    """Lock the user's row until the transaction ends, so that its quota checks and inserts do not interleave."""
-    session.execute(select(User.id).where(User.id == user.id).with_for_update())
-
-
 def _frees_at(session: Session, user: User, quota: Quota, needed: int, now: datetime) -> datetime | None:
     """When enough finished jobs' device time leaves the 30-day window for `needed` more seconds to fit."""
     freed = quota.limit - quota.used
@@ -131,8 +125,10 @@ def check_job(session: Session, user: User, settings: Settings, budget_seconds: 
 
 
 def check_storage(session: Session, user: User, settings: Settings, size_bytes: int) -> None:
-    """Raise QuotaExceeded unless `user` may store `size_bytes` more bytes of datasets."""
-    _lock(session, user)
+    """Raise QuotaExceeded unless `user` may store `size_bytes` more bytes of datasets; holds the user's lock
+    (`store.users.lock_user`) until the caller's transaction ends, so that the check and the insert it allows are one
+    step on both databases."""
+    lock_user(session, user)
     storage = storage_bytes(session, user, settings)
     if size_bytes > storage.left:
         if size_bytes > storage.limit:

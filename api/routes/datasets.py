@@ -91,15 +91,17 @@ def _form_options(received: Received) -> tuple[str, tuple[int, int] | None]:
 
 
 def _accept(session: Session, blobs: BlobStore, settings: Settings, user: User, received: Received) -> Dataset:
-    """Validate and profile the received file, then store it and its row together (or neither)."""
+    """Validate and profile the received file, then store it and its row together (or neither). The file is stored
+    first, and the storage quota checked and the row added under the user's lock, so that concurrent uploads are
+    checked one after the other without holding the lock (on SQLite, every writer's) while the file is copied."""
     name, resize = _form_options(received)
     taken = select(Dataset.id).where(Dataset.owner_id == user.id, Dataset.name == name)
     if session.scalars(taken).first() is not None:
         raise Conflict(f"you already have a dataset named {name!r}; pass another 'name'")
     found = inspect_file(received.path, received.filename, settings.ingest_limits(resize))
-    check_storage(session, user, settings, received.size)
-    key = blobs.put_file(received.path, f"datasets/{user.id.hex}/{uuid.uuid4().hex}")
+    key = blobs.put_file(received.path, f"datasets/{user.id.hex}/{uuid.uuid4().hex}")  # before the lock: it is slow
     try:
+        check_storage(session, user, settings, received.size)  # the user's lock, held until the row is committed
         dataset = Dataset(owner_id=user.id, name=name, modality=Modality(found.modality), format=found.format,
                           filename=received.filename, classes=found.classes, class_counts=found.class_counts,
                           sample_count=found.sample_count, size_bytes=received.size, profile=found.profile,

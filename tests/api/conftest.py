@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,17 +93,18 @@ def account(factory: sessionmaker[Session]) -> Account:
     return make_account(factory)
 
 
-def at_once(settings: Settings, account: Account, times: int, path: str, body: dict[str, Any]) -> list[int]:
-    """The statuses, sorted, of `times` POSTs of `body` to `path` sent at once (threads that start together) with the
-    account's key to the real app served by uvicorn on `settings`. The key's use is recorded first, so that
-    authenticating them writes nothing: what they write is the route's own work."""
+def at_once(settings: Settings, account: Account, times: int, path: str, body: dict[str, Any] | None = None,
+            files: Callable[[int], dict[str, Any]] | None = None) -> list[int]:
+    """The statuses, sorted, of `times` POSTs of `body` (or of the form `files` gives the i-th) to `path` sent at once
+    (threads that start together) with the account's key to the real app served by uvicorn on `settings`. The key's
+    use is recorded first, so that authenticating them writes nothing: what they write is the route's own work."""
     together = threading.Barrier(times)
     with ApiServer(settings) as server, httpx.Client(base_url=server.url, headers=account.auth, timeout=60) as client:
         assert client.get("/api/v1/me").status_code == 200
 
-        def send(_: int) -> int:
+        def send(i: int) -> int:
             together.wait()
-            return client.post(path, json=body).status_code
+            return (client.post(path, json=body) if files is None else client.post(path, files=files(i))).status_code
 
         with ThreadPoolExecutor(times) as pool:
             return sorted(pool.map(send, range(times)))

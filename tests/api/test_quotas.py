@@ -126,6 +126,27 @@ async def test_an_upload_past_the_storage_quota_is_429_and_leaves_no_row_and_no_
     assert f"free at least {size} bytes" in str(problem["detail"])
 
 
+def test_concurrent_uploads_of_one_user_cannot_pass_the_storage_quota_together(
+    settings: Settings, account: Account, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path
+) -> None:
+    """Five uploads at once with room for one: one is kept, on SQLite as on PostgreSQL, and the refused ones leave
+    no file. Each waits a moment between its check and its insert, so without the two serialised all would pass."""
+    x, y = digits_arrays()
+    data = write_image_zip(tmp_path / "digits.zip", x[:100], y[:100], root="digits").read_bytes()
+    _override(factory, account, storage_bytes=len(data))
+    checked = store.quotas.check_storage
+
+    def check_then_wait(*args: Any, **kwargs: Any) -> None:
+        checked(*args, **kwargs)
+        time.sleep(0.3)
+
+    monkeypatch.setattr("api.routes.datasets.check_storage", check_then_wait)
+    statuses = at_once(settings, account, 5, "/api/v1/datasets", files=lambda i: {"file": (f"d{i}.zip", data)})
+    assert statuses == [201, 429, 429, 429, 429]
+    assert dataset_rows(factory) == 1 and len(files_left(settings)) == 1
+
+
 def test_the_openapi_document_lists_the_429s(app: FastAPI) -> None:
     paths = app.openapi()["paths"]
     for path, method in (("/api/v1/jobs", "post"), ("/api/v1/datasets", "post")):
