@@ -140,12 +140,15 @@ METRICS_TOKEN = "load-bench"
 
 
 @contextlib.contextmanager
-def deployment(settings: Settings, workers: int, folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """uvicorn with `workers` processes (multiprocess metrics in `folder`/prom) and one Celery worker."""
+def deployment(settings: Settings, workers: int, folder: Path, limited: bool = False
+               ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """uvicorn with `workers` processes (multiprocess metrics in `folder`/prom) and one Celery worker; the rate
+    limits raised past what the benchmark sends unless `limited`."""
     (folder / "prom").mkdir()
     env = {**settings_env(settings), "PROMETHEUS_MULTIPROC_DIR": str(folder / "prom"),
-           "NETSYNTH_RATE_LIMIT_PER_MINUTE": "100000000", "NETSYNTH_RATE_LIMIT_BURST": "100000000",
            "NETSYNTH_METRICS_TOKEN": METRICS_TOKEN}
+    if not limited:
+        env.update({"NETSYNTH_RATE_LIMIT_PER_MINUTE": "100000000", "NETSYNTH_RATE_LIMIT_BURST": "100000000"})
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
