@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +15,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from api import processes
 from api.predict_cli import add_predict_parser
+from api.processes import worker_command
 from domain.errors import StoreError
 from infra.settings import Settings
 from store import migrate
@@ -166,13 +166,6 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> None:
     serve(settings, args.host, args.port)
 
 
-def worker_command(queues: str, concurrency: int) -> list[str]:
-    """The command that starts a Celery worker process serving `queues` with one pool process per device."""
-    return [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "--queues", queues,
-            "--concurrency", str(concurrency), "--pool", "prefork", "--loglevel", "INFO",
-            "--hostname", f"netsynth-{queues.replace(',', '-')}@%h"]
-
-
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> None:
     """Replace this process with a Celery worker (the workers' code is loaded by name, never imported here)."""
     command = worker_command(args.queues, args.concurrency or settings.worker_devices)
@@ -203,24 +196,20 @@ def cmd_remote(_settings: Settings, args: argparse.Namespace) -> None:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> None:
-    """The embedded default: migrate, create a local admin on first start, then serve the API and one worker."""
+    """The embedded default: migrate, create a local admin on first start, then serve the API with a worker for
+    jobs and one for explanations."""
     _ensure_sqlite_dir(settings.database_url)
     migrate.upgrade(settings.database_url)
     key = _create_user(settings, settings.admin_email, "admin", only_if_no_users=True)
     if key is not None:
         print(f"local admin {settings.admin_email}: API key (shown once, store it now): {key}", flush=True)
-    worker = subprocess.Popen(worker_command(args.queues, settings.worker_devices), start_new_session=True)
+    workers = processes.start(processes.embedded_workers(settings, args.queues))  # jobs', and explanations'
     print(f"netsynth at http://{args.host}:{args.port}/ : the dashboard (sign in with an API key), the API under "
           "/api/v1, its documentation at /docs", flush=True)
     try:
         serve(settings, args.host, args.port)
     finally:
-        worker.send_signal(signal.SIGTERM)  # warm shutdown: a running job's lease lapses and it is requeued
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+        processes.stop(workers)
         print("netsynth stopped", flush=True)
 
 
@@ -252,8 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.set_defaults(func=cmd_serve)
-    p = sub.add_parser("worker", help="run a Celery worker: one job at a time per device")
-    p.add_argument("--queues", default=settings_queue(), help="comma-separated queues to serve (cpu, gpu)")
+    p = sub.add_parser("worker", help="run a Celery worker: one job (or explanation) at a time per device")
+    p.add_argument("--queues", default=settings_queue(), help="comma-separated queues to serve (cpu, gpu; explain "
+                   "for explanation requests, NETSYNTH_EXPLAIN_QUEUE)")
     p.add_argument("--concurrency", type=int, default=0, help="jobs at once, one per device (default: "
                    "NETSYNTH_WORKER_DEVICES)")
     p.set_defaults(func=cmd_worker)
@@ -272,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, add_help=False, help=f"{what} (netsynth {name} --help)")
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=cmd_remote, command=name)
-    p = sub.add_parser("run", help="migrate, create a local admin, serve the API with one worker (Ctrl-C stops)")
+    p = sub.add_parser("run", help="migrate, create a local admin, serve the API with a worker for jobs and one for "
+                       "explanations (Ctrl-C stops)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--queues", default=settings_queue())

@@ -25,10 +25,15 @@ TRIAL = "netsynth.trial"
 EXPLAIN = "netsynth.explain"
 """Name of the task that explains one input with a model: `explain(explanation_id: str)`."""
 EXPLAIN_SECONDS = 300
-"""Soft time limit of an explain task (one input; its hard limit is a minute later)."""
+"""Soft time limit of an explain task (one input)."""
+EXPLAIN_HARD_SECONDS = EXPLAIN_SECONDS + 60
+"""Hard time limit of an explain task: past it the pool process is killed (the task is acknowledged, not redelivered);
+also the device-seconds a queued or running explanation holds of its owner's quota, on top of what it spent."""
 
-QUEUES = ("cpu", "gpu")
-"""The queues workers serve: jobs go to `Settings.default_queue`; a worker names the ones it serves."""
+QUEUES = ("cpu", "gpu", "explain")
+"""The queues workers serve (and /metrics shows the depth of): jobs go to `Settings.default_queue`, explanations to
+their own (`Settings.explain_queue`, default "explain"), so that neither waits behind the other; a worker names the
+ones it serves."""
 
 _FILESYSTEM = "filesystem://"
 
@@ -134,9 +139,9 @@ def enqueue_trial(sender: Celery, trial_task_id: str, queue: str, seconds: float
 
 
 def enqueue_explain(sender: Celery, explanation_id: str, queue: str) -> None:
-    """Publish `explain(explanation_id)` to `queue` (its model's job's); call after the commit.
+    """Publish `explain(explanation_id)` to `queue` (`Settings.explain_queue`); call after the commit.
 
     Raises Unavailable when the broker does not answer.
     """
     _publish(sender, EXPLAIN, explanation_id, queue=queue, soft_time_limit=EXPLAIN_SECONDS,
-             time_limit=EXPLAIN_SECONDS + 60)
+             time_limit=EXPLAIN_HARD_SECONDS)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import enum
 import uuid
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from store.base import Base, HasId, portable_enum
+from store.base import Base, HasId, UTCDateTime, portable_enum
 
 
 class ExplanationState(enum.StrEnum):
@@ -63,13 +64,16 @@ class SearchResult(HasId, Base):
 class ExplanationRequest(HasId, Base):
     """A user's request to explain one input (a text, or an uploaded image) with one of their models by `method`,
     and once a worker has answered it, the attribution (and an image's overlay PNG) or why it failed. The image
-    and the overlay load only when read."""
+    and the overlay load only when read. What it costs its owner (`store.quotas`): its bytes, its device-seconds,
+    and while queued or running a place among their active explanations; how its attempts are run and reaped:
+    `store.explain_runs`."""
 
     __tablename__ = "explanation_requests"
 
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     model_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    state: Mapped[ExplanationState] = mapped_column(portable_enum(ExplanationState), default=ExplanationState.QUEUED)
+    state: Mapped[ExplanationState] = mapped_column(portable_enum(ExplanationState), default=ExplanationState.QUEUED,
+                                                    index=True)
     method: Mapped[str] = mapped_column(String(64))
     input: Mapped[str] = mapped_column(String(255))  # the image's file name, or "0": a text is row 0, as in a CSV
     text: Mapped[str | None] = mapped_column(Text)
@@ -78,3 +82,11 @@ class ExplanationRequest(HasId, Base):
     overlay: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
     reason: Mapped[str | None] = mapped_column(String(64))  # why it failed, as a slug
     error: Mapped[str | None] = mapped_column(Text)  # why it failed, for people
+    size_bytes: Mapped[int] = mapped_column(BigInteger, default=0)  # stored: the input, then the answer too
+    device_seconds: Mapped[float] = mapped_column(Float, default=0.0)  # its attempts' wall-clock seconds, added up
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # how many times a worker took it
+    worker: Mapped[str | None] = mapped_column(String(255))  # the process running its attempt (host:pid:suffix)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # when its last attempt began
+    beat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # its running attempt's last heartbeat
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # its task's last publish by a reaper
+    erased_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # its owner deleted it: content gone, cost kept

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+from infra.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,7 +28,7 @@ def _compose() -> dict[str, Any]:
 
 def test_services_and_health_checks() -> None:
     services = _compose()["services"]
-    assert {"postgres", "redis", "seaweedfs", "api", "worker"} <= set(services)
+    assert {"postgres", "redis", "seaweedfs", "api", "worker", "worker-explain"} <= set(services)
     for name in ("postgres", "redis", "seaweedfs", "api"):
         assert "healthcheck" in services[name], name
     assert services["api"]["depends_on"] == {"postgres": {"condition": "service_healthy"},
@@ -39,7 +41,7 @@ def test_api_migrates_before_serving_and_every_service_reaches_the_same_stores()
     services = _compose()["services"]
     command = " ".join(services["api"]["command"])
     assert command.index("netsynth migrate") < command.index("netsynth serve")
-    for name in ("api", "worker", "worker-cpu"):
+    for name in ("api", "worker", "worker-cpu", "worker-explain"):
         assert "volumes" not in services[name], name  # blobs are objects in the bucket: no shared folder
         env = services[name]["environment"]
         assert env["NETSYNTH_BROKER_URL"].startswith("redis://redis:")
@@ -122,6 +124,17 @@ def test_dockerfile_builds_the_dashboard_the_api_serves() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "npm ci" in dockerfile and "npm run build" in dockerfile
     assert "COPY --from=dashboard /frontend/dist ./frontend/dist" in dockerfile  # api/dashboard.py's default folder
+
+
+def test_a_worker_without_a_profile_serves_the_explain_queue_on_the_cpu() -> None:
+    """Explanations have their own queue (`Settings.explain_queue`): without a worker on it none is ever answered."""
+    services = _compose()["services"]
+    (explainer,) = [name for name, service in services.items() if "explain" in service.get("command", [])]
+    service = services[explainer]
+    assert service["command"] == ["netsynth", "worker", "--queues", Settings.model_fields["explain_queue"].default]
+    assert "profiles" not in service  # a plain `docker compose up` starts it
+    assert service["build"] == "." and "resources" not in service["deploy"]  # the CPU image: no GPU of the jobs'
+    assert service["depends_on"]["api"]["condition"] == "service_healthy"
 
 
 def test_cpu_profile_runs_two_workers() -> None:

@@ -1,7 +1,7 @@
 """The workers' tasks, registered by name: `netsynth.synthesize(job_id)`, `netsynth.trial(trial_task_id)` (one
 search trial of a job running on another worker), `netsynth.explain(explanation_id)` (one input explained with a
-model); and the reaper of abandoned jobs, of queued jobs whose task was never published, and of abandoned partial
-files."""
+model); and the reaper of abandoned jobs, of queued jobs whose task was never published, of stranded or unsent
+explanation requests (`workers.explain_reaper`), and of abandoned partial files."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from store.models import Job
 from store.outbox import Publish, claim_publish, due, release_publish
 from workers.app import app
 from workers.context import Context, worker_identity, worker_name
+from workers.explain_reaper import reap_explanations_once
 from workers.runner import Busy, run_job
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,15 @@ def trial(self: Task[Any, Any], trial_task_id: str) -> str:
 
 @app.task(name=EXPLAIN, acks_late=True, reject_on_worker_lost=True)
 def explain(explanation_id: str) -> str:
-    """Answer one explanation request (`workers.explanations`); one answered already is left as it is."""
+    """Answer one explanation request (`workers.explanations`); one answered already is left as it is, one another
+    live worker answers is dropped, and one whose workers died `Settings.explain_max_attempts` times fails."""
     from workers.explanations import run_explanation
 
     if (row_id := _uuid(explanation_id, "explain")) is None:
         return "invalid-id"
-    return run_explanation(_context().factory, row_id)
+    ctx = _context()
+    return run_explanation(ctx.factory, row_id, owner=ctx.owner, lease_s=ctx.settings.lease_seconds,
+                           max_attempts=ctx.settings.explain_max_attempts)
 
 
 def reap_once(settings: Settings) -> list[uuid.UUID]:
@@ -157,6 +161,7 @@ def _reap_forever(settings: Settings) -> None:
         try:
             reap_once(settings)
             republish_once(settings)
+            reap_explanations_once(settings, app)
             sweep_once(settings)
         except Exception:
             log.exception("the reaper failed; trying again later")

@@ -1,8 +1,11 @@
-"""`/models/{id}/explain`: explain one input (an image or a text) with a model on a worker, and poll for the answer.
+"""`/models/{id}/explain`: explain one input (an image or a text) with a model on a worker, poll for the answer, and
+delete it once answered.
 
-The API stores the request and, once it is committed, sends the task `netsynth.explain` by name; the API never loads
-the engine. What it can tell without it is refused at once (422): a method that does not explain this kind of
-model, an input of the other kind, an image that cannot be decoded.
+The API checks the caller's quotas (`store.quotas.check_explanation`: active explanations, device-seconds, stored
+bytes), stores the request and, once it is committed, sends the task `netsynth.explain` by name to the explain queue
+(`Settings.explain_queue`), apart from the jobs'; the API never loads the engine. What it can tell without it is
+refused at once (422): a method that does not explain this kind of model, an input of the other kind, an image that
+cannot be decoded.
 """
 
 from __future__ import annotations
@@ -20,18 +23,27 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from api.bodies import reads_body
-from api.deps import SenderDep, SessionDep
+from api.deps import CurrentUser, SenderDep, SessionDep, SettingsDep
 from api.openapi import problems
 from api.routes.datasets import checked_text
 from api.routes.models import NO_MODEL, OwnedModel, model_router
 from api.schemas.explanations import MAX_TEXT_CHARS, MODALITIES, ExplainTextIn, ExplanationOut, methods_for
 from api.tasks import enqueue_explain
 from api.upload import read_body, read_form, read_json
-from domain.errors import DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, Unavailable
+from domain.errors import Conflict, DatasetRejected, InvalidInput, NotFound, PayloadTooLarge, QuotaExceeded, Unavailable
 from domain.ingest import Limits, decode_image
 from domain.package import image_shape, resize_policy
-from store.explanations import PENDING, create_explanation, fail_explanation, find_explanation
-from store.models import ExplanationRequest, ExplanationState, Job, TrainedModel
+from infra.settings import Settings
+from store.explanations import (
+    PENDING,
+    create_explanation,
+    erase_explanation,
+    fail_explanation,
+    find_explanation,
+    input_bytes,
+)
+from store.models import ExplanationRequest, ExplanationState, TrainedModel, User
+from store.quotas import check_explanation
 
 router = model_router()
 
@@ -76,11 +88,14 @@ class _Input:
         DatasetRejected: "The image cannot be decoded.",
         PayloadTooLarge: f"A body over {MAX_EXPLAIN_BYTES} bytes.",
         Unavailable: "The task broker did not answer: the request was marked failed.",
+        QuotaExceeded: "Too many queued or running explanations (`quota-active-explanations`), too few "
+                       "device-seconds left for one (`quota-device-seconds`), or an input that does not fit in the "
+                       "caller's storage (`quota-storage`): `detail` says what would free it. Nothing is stored.",
     }),
 })
 @reads_body(MAX_EXPLAIN_BYTES)  # received whole before the key and the model are looked up (api.bodies)
-async def explain(model: OwnedModel, session: SessionDep, sender: SenderDep, request: Request,
-                  response: Response) -> ExplanationOut:
+async def explain(model: OwnedModel, user: CurrentUser, session: SessionDep, sender: SenderDep,
+                  settings: SettingsDep, request: Request, response: Response) -> ExplanationOut:
     """Explain one input with the model by `method`: an image as the multipart `file` (image models), or a text as
     the multipart field or JSON member `text` (text models). A worker answers it: poll the returned `url`."""
     kind = model.preprocessing["kind"]
@@ -88,7 +103,7 @@ async def explain(model: OwnedModel, session: SessionDep, sender: SenderDep, req
     _check(given, kind)
     if given.image is not None:
         await run_in_threadpool(_decode, given.image, model.preprocessing)
-    out = await run_in_threadpool(_store_and_send, session, sender, model, given, request)
+    out = await run_in_threadpool(_store_and_send, session, sender, settings, user, model, given, request)
     response.headers["Location"] = out.url
     return out
 
@@ -120,8 +135,21 @@ def explanation_overlay(model: OwnedModel, explanation_id: uuid.UUID, session: S
     return Response(bytes(overlay), media_type="image/png")
 
 
-def _explanation(session: Session, model: TrainedModel, explanation_id: uuid.UUID) -> ExplanationRequest:
-    found = find_explanation(session, explanation_id, model.id)
+@router.delete("/{model_id}/explanations/{explanation_id}", status_code=204, responses=problems({
+    NotFound: NO_EXPLANATION,
+    Conflict: "The request is still queued or running: delete it once it is answered.",
+}))
+def delete_explanation(model: OwnedModel, explanation_id: uuid.UUID, session: SessionDep) -> None:
+    """Delete an answered (done or failed) explanation request: its input and answer, and with them their bytes of
+    the caller's storage quota; the device-seconds it spent still count for 30 days. 409 while it is queued or
+    running."""
+    erase_explanation(session, _explanation(session, model, explanation_id, lock=True))
+    session.commit()
+
+
+def _explanation(session: Session, model: TrainedModel, explanation_id: uuid.UUID,
+                 lock: bool = False) -> ExplanationRequest:
+    found = find_explanation(session, explanation_id, model.id, lock=lock)
     if found is None:
         raise NotFound(f"model {model.id} has no explanation {explanation_id}", reason="explanation-absent")
     return found
@@ -184,14 +212,15 @@ def _decode(data: bytes, preprocessing: dict[str, Any]) -> None:
     decode_image(data, shape, Limits(), name="the file", policy=resize_policy(preprocessing))
 
 
-def _store_and_send(session: Session, sender: Celery, model: TrainedModel, given: _Input,
-                    request: Request) -> ExplanationOut:
-    """Store the request, commit, then send its task; when the broker does not answer, mark it failed and raise."""
-    queue = session.get_one(Job, model.job_id).queue
+def _store_and_send(session: Session, sender: Celery, settings: Settings, user: User, model: TrainedModel,
+                    given: _Input, request: Request) -> ExplanationOut:
+    """Check the quotas, store the request, commit, then send its task; when the broker does not answer, mark it
+    failed and raise."""
+    check_explanation(session, user, settings, input_bytes(given.text, given.image))
     row = create_explanation(session, model, given.method, text=given.text, image=given.image, name=given.name)
     session.commit()  # the worker must find the row: send only after it is committed
     try:
-        enqueue_explain(sender, str(row.id), queue)
+        enqueue_explain(sender, str(row.id), settings.explain_queue)
     except Unavailable:
         fail_explanation(session, row.id, "broker-unavailable", BROKER_DOWN)
         session.commit()

@@ -23,10 +23,12 @@ class QuotasOut(BaseModel):
     """The caller's quotas (over one, a request is refused with 429 and the quota's `reason`)."""
 
     active_jobs: QuotaOut = Field(description="Jobs queued or running at once (reason `quota-active-jobs`).")
-    device_seconds: QuotaOut = Field(description="Device-seconds of the jobs created in the last 30 days: spent by "
-                                     "finished jobs, the whole budget of queued and running ones "
-                                     "(reason `quota-device-seconds`).")
-    storage_bytes: QuotaOut = Field(description="Bytes of stored datasets (reason `quota-storage`).")
+    device_seconds: QuotaOut = Field(description="Device-seconds of the jobs and explanation requests created in "
+                                     "the last 30 days: spent by finished ones, the whole budget of queued and "
+                                     "running jobs, what queued and running explanations spent plus their hard time "
+                                     "limit (reason `quota-device-seconds`).")
+    storage_bytes: QuotaOut = Field(description="Bytes of stored datasets and explanation requests (their inputs "
+                                    "and answers, until deleted) (reason `quota-storage`).")
 
 
 class MeOut(UserOut):

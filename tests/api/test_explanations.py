@@ -74,7 +74,9 @@ async def test_a_text_is_queued_sent_by_name_and_polled_until_answered(
     [message] = _messages(settings)
     assert message["headers"]["task"] == EXPLAIN
     assert message["headers"]["argsrepr"] == repr([body["id"]])
-    assert message["properties"]["delivery_info"]["routing_key"] == settings.default_queue
+    # the explain queue, apart from the jobs' (the model's job's queue is the default one): never behind a job
+    assert message["properties"]["delivery_info"]["routing_key"] == settings.explain_queue == "explain"
+    assert settings.explain_queue != settings.default_queue
     [row] = _rows(factory)
     assert explanation_content(row) == {"state": "queued", "method": "occlusion", "input": "0", "text": "a good film"}
 

@@ -68,6 +68,8 @@ def test_client_end_to_end(pg_redis_settings: Settings, digits: Digits, worker_f
     settings = pg_redis_settings
     alice, bob = keys_of(make_keys(settings.database_url))
     worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready())
+    worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "explainer.log",
+                                        queues=settings.explain_queue).wait_ready())
     with ApiServer(settings) as api, Client(api.url, alice, progress=False) as client:
         dataset = client.upload_dataset(digits.zip_path, name="digits")
         assert dataset["name"] == "digits" and dataset["classes"] == [str(i) for i in range(10)]

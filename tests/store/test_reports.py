@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from store.db import session_scope
+from store.explain_runs import Taken, claim
 from store.explanations import (
     ExplanationState,
     create_explanation,
     fail_explanation,
     find_explanation,
     finish_explanation,
-    start_explanation,
 )
 from store.models import ExplanationRequest, ReportImage, SearchResult, TrainedModel
 from store.reports import (
@@ -95,12 +95,12 @@ def test_an_explained_image_goes_queued_running_done_once(factory: sessionmaker[
         assert explanation_content(row) == {"state": "queued", "method": "gradcam", "input": "cat.png"}
         assert row.image == b"\x89PNG-input"
         assert find_explanation(s, asked.id, uuid.uuid4()) is None  # another model's id
-        assert start_explanation(s, asked.id) is not None
+        assert claim(s, asked.id, "a:1:x", 60, 3) is Taken.CLAIMED
     with session_scope(factory) as s:  # a worker that died left it running: a redelivered task runs it again
-        assert start_explanation(s, asked.id) is not None
+        assert claim(s, asked.id, "a:2:y", 60, 3, holder_dead=lambda _worker: True) is Taken.CLAIMED
         assert finish_explanation(s, asked.id, {"label": "cat", "map": [[0.5]]}, b"\x89PNG-overlay")
     with session_scope(factory) as s:
-        assert start_explanation(s, asked.id) is None  # answered: nothing to do
+        assert claim(s, asked.id, "a:3:z", 60, 3) is Taken.ANSWERED  # answered: nothing to do
         assert not finish_explanation(s, asked.id, {"label": "dog"}, b"other")
         assert not fail_explanation(s, asked.id, "invalid-input", "late")
     with factory() as s:

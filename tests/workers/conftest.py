@@ -47,12 +47,13 @@ def pg_db(pg_skip_reason: str | None) -> Iterator[str]:
 
 @pytest.fixture
 def pg_redis_settings(pg_db: str, redis_url: str, tmp_path: Path) -> Settings:
-    """PostgreSQL + Redis, a queue of this test's own (so no other worker takes its jobs), short leases, and a rate
-    limit no whole-job test reaches (a loaded machine packs its requests into a few seconds; tests/api has the
-    rate limit's own tests)."""
-    return Settings(database_url=pg_db, broker_url=redis_url, blob_dir=tmp_path / "blobs",
-                    default_queue=f"test-{uuid.uuid4().hex[:8]}", lease_seconds=3,
-                    rate_limit_burst=100_000, rate_limit_per_minute=1_000_000)
+    """PostgreSQL + Redis, queues of this test's own for jobs and for explanations (so no other worker takes its
+    tasks), short leases, and a rate limit no whole-job test reaches (a loaded machine packs its requests into a few
+    seconds; tests/api has the rate limit's own tests)."""
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    return Settings(database_url=pg_db, broker_url=redis_url, blob_dir=tmp_path / "blobs", default_queue=queue,
+                    explain_queue=f"{queue}-explain", lease_seconds=3, rate_limit_burst=100_000,
+                    rate_limit_per_minute=1_000_000)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import httpx
 import uvicorn
 
 from api.app import create_app
-from api.cli import worker_command
+from api.processes import worker_command
 from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
                 "NETSYNTH_BLOB_DIR": str(settings.blob_dir), "NETSYNTH_BLOB_URL": settings.blob_url,
                 "NETSYNTH_S3_ENDPOINT_URL": settings.s3_endpoint_url,
                 "NETSYNTH_BLOB_CACHE_BYTES": str(settings.blob_cache_bytes),
-                "NETSYNTH_DEFAULT_QUEUE": settings.default_queue,
+                "NETSYNTH_DEFAULT_QUEUE": settings.default_queue, "NETSYNTH_EXPLAIN_QUEUE": settings.explain_queue,
+                "NETSYNTH_EXPLAIN_MAX_ATTEMPTS": str(settings.explain_max_attempts),
+                "NETSYNTH_REPUBLISH_AFTER_S": str(settings.republish_after_s),
                 "NETSYNTH_LEASE_SECONDS": str(settings.lease_seconds), "PYTHONUNBUFFERED": "1",
                 "JAX_PLATFORMS": "cpu"})
     env.pop("XLA_FLAGS", None)  # the test process's 2-device flag is not the worker's business
@@ -59,14 +61,16 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 @dataclass
 class WorkerProcess:
-    """A `netsynth worker` (Celery, prefork, one pool process) in its own process group, logging to a file."""
+    """A `netsynth worker` (Celery, prefork, one pool process) in its own process group, logging to a file, serving
+    `queues` (by default the settings' job queue; `settings.explain_queue` for explanations)."""
 
     settings: Settings
     log_path: Path
+    queues: str = ""
     proc: subprocess.Popen[bytes] = field(init=False)
 
     def __post_init__(self) -> None:
-        command = worker_command(self.settings.default_queue, 1)
+        command = worker_command(self.queues or self.settings.default_queue, 1)
         command[command.index("--hostname") + 1] = f"test-{uuid.uuid4().hex[:6]}@%h"
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(command, env=settings_env(self.settings), cwd=ROOT, stdout=log,

@@ -1,4 +1,5 @@
-"""The embedded default (`make run` → `netsynth run`): SQLite, a filesystem broker and one worker under ./var."""
+"""The embedded default (`make run` → `netsynth run`): SQLite, a filesystem broker, a worker for jobs and one for
+explanations under ./var."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 
+from tests.datasets import png_bytes
 from tests.workers.conftest import Digits
 from tests.workers.service import ROOT, free_port, wait_for
 
@@ -52,7 +54,7 @@ class Embedded:
                 return False
 
         wait_for(up, 120, "the embedded service")
-        wait_for(lambda: " ready." in self.log(), 120, "its worker")
+        wait_for(lambda: self.log().count(" ready.") >= 2, 120, "its two workers (jobs, explanations)")
 
     def ctrl_c(self) -> int:
         """Send SIGINT to the foreground process group, as Ctrl-C in a terminal does, and wait for the exit."""
@@ -76,6 +78,26 @@ def _processes_in(folder: Path) -> list[int]:
 def _worker_lines(log: str, most: int = 60) -> str:
     """The last lines of a service log that are not the API's access lines (the test polls the job)."""
     return "\n".join([line for line in log.splitlines() if '"GET /api/' not in line][-most:])
+
+
+def _explained_while_a_job_runs(client: httpx.Client, auth: dict[str, str], done: dict[str, Any],
+                                digits: Digits) -> None:
+    """An explain request is answered while a second job occupies the jobs' worker: `netsynth run` serves the
+    explain queue with a worker of its own. The second job is cancelled after."""
+    r = client.post(f"{V1}/jobs", headers=auth, json={"dataset_id": done["dataset_id"], "budget": 300})
+    assert r.status_code == 201, r.text
+    busy = f"{V1}/jobs/{r.json()['id']}"
+    wait_for(lambda: client.get(busy, headers=auth).json()["state"] == "running", 120, "the second job to run")
+    r = client.post(f"{V1}/models/{done['model_ids'][0]}/explain", headers=auth,
+                    files={"file": ("seven.png", png_bytes(digits.x_test[0]), "image/png")}, data={"method": "gradcam"})
+    assert r.status_code == 202, r.text
+    answered = wait_for(lambda: (a := client.get(r.json()["url"], headers=auth)).status_code == 200 and a.json(),
+                        120, "the explanation")
+    assert answered["state"] == "done" and answered["attribution"]["input"] == "seven.png", answered
+    assert client.get(busy, headers=auth).json()["state"] == "running"  # answered while the job still runs
+    assert client.post(f"{busy}/cancel", headers=auth).status_code == 200
+    wait_for(lambda: client.get(busy, headers=auth).json()["state"] not in ("queued", "running"), 120,
+             "the second job to stop")
 
 
 def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
@@ -109,6 +131,7 @@ def test_netsynth_run_end_to_end(tmp_path: Path, digits: Digits) -> None:
             assert job["state"] == "succeeded", (job, _worker_lines(service.log()))
             assert [e["kind"] for e in job_events()].count("candidate") >= 1
             onnx = client.get(f"{V1}/models/{job['model_ids'][0]}/download", headers=auth).content
+            _explained_while_a_job_runs(client, auth, job, digits)
         session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
         (proba,) = session.run(["probabilities"], {"input": digits.x_test.astype(np.float32)})
         assert np.mean(np.argmax(proba, axis=1) == digits.y_test) >= 0.90

@@ -1,5 +1,5 @@
-"""Explaining through HTTP and a real Celery worker process (PostgreSQL, Redis): a text and an image, each polled
-until the worker answers with the attribution its model gives in this process too."""
+"""Explaining through HTTP and a real Celery worker process serving the explain queue (PostgreSQL, Redis): a text
+and an image, each polled until the worker answers with the attribution its model gives in this process too."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ PIXELS = np.random.default_rng(5).integers(0, 256, (8, 8, 1), dtype=np.uint8)
 
 
 def _models(settings: Settings) -> dict[str, tuple[str, nets.Net]]:
-    """Alice's text and image models (real tiny networks), their jobs on the test worker's queue."""
+    """Alice's text and image models (real tiny networks), their jobs on the test's job queue (which no worker serves
+    here: their explanations go to the explain queue)."""
     engine = make_engine(settings.database_url)
     factory = make_session_factory(engine)
     try:
@@ -68,7 +69,9 @@ def test_a_text_and_an_image_are_explained_by_a_worker(pg_redis_settings: Settin
     settings = pg_redis_settings
     keys = make_keys(settings.database_url)
     models = _models(settings)
-    worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "worker.log").wait_ready())
+    # the explain queue's worker only: no worker serves the jobs' queue, where explanations no longer go
+    worker_factory.append(WorkerProcess(settings, settings.blob_dir.parent / "worker.log",
+                                        queues=settings.explain_queue).wait_ready())
     (text_id, text_net), (image_id, image_net) = models["text"], models["image"]
     with ApiServer(settings) as api, httpx.Client(base_url=api.url, timeout=60) as client:
         r = client.post(f"{V1}/models/{text_id}/explain", headers=keys.alice,

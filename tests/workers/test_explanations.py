@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import io
 import uuid
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from PIL import Image
 from sqlalchemy.orm import Session, sessionmaker
 
+from store.base import utcnow
 from store.db import session_scope
-from store.explanations import create_explanation
+from store.explain_runs import Taken, claim
+from store.explanations import answer_bytes, create_explanation, input_bytes
 from store.models import ExplanationRequest, TrainedModel
 from tests import nets
 from tests.datasets import png_bytes
@@ -57,6 +60,10 @@ def test_a_text_is_explained_once_with_its_model(factory: sessionmaker[Session],
                       texts=["a good film, good acting"])
     assert content["attribution"] == want.to_dict()
     assert want.tokens == ["a", "good", "film,", "good", "acting"] and "overlay" not in content
+    with factory() as s:  # metered: one attempt, its seconds, and the bytes of its input and answer
+        row = s.get_one(ExplanationRequest, asked)
+        assert (row.attempts, row.worker) == (1, None) and row.device_seconds > 0
+        assert row.size_bytes == input_bytes(text="a good film, good acting") + answer_bytes(want.to_dict())
     assert run_explanation(factory, asked) == "done"  # a redelivered task: answered already, left as it is
     assert _content(factory, asked) == content
 
@@ -99,3 +106,23 @@ def test_unreadable_weights_fail_the_request(factory: sessionmaker[Session], tex
 
 def test_a_request_that_is_gone_is_missing(factory: sessionmaker[Session]) -> None:
     assert run_explanation(factory, uuid.uuid4()) == "missing"
+
+
+def test_a_copy_drops_while_a_live_worker_answers_and_the_last_attempt_is_not_run_again(
+        factory: sessionmaker[Session], text_net: nets.Net) -> None:
+    _, asked = _ask(factory, text_net, "occlusion", text="a film")
+    with session_scope(factory) as s:
+        assert claim(s, asked, "elsewhere:1:x", 60, 2) is Taken.CLAIMED  # another host's worker, beating
+    assert run_explanation(factory, asked, max_attempts=2) == "busy"
+    assert _content(factory, asked)["state"] == "running"
+    with session_scope(factory) as s:  # that worker died a lease ago: this is the second and last attempt
+        s.get_one(ExplanationRequest, asked).beat_at = utcnow() - timedelta(seconds=61)
+    assert run_explanation(factory, asked, max_attempts=2) == "done"
+    _, poison = _ask(factory, text_net, "occlusion", text="a film")
+    for worker in ("a:1:x", "a:2:y"):  # two attempts whose processes died
+        with session_scope(factory) as s:
+            assert claim(s, poison, worker, 60, 2, lambda _worker: True) is Taken.CLAIMED
+    with session_scope(factory) as s:  # the last one's heartbeat stopped a lease ago
+        s.get_one(ExplanationRequest, poison).beat_at = utcnow() - timedelta(seconds=61)
+    assert run_explanation(factory, poison, max_attempts=2) == "failed"
+    assert _content(factory, poison)["reason"] == "worker-lost"

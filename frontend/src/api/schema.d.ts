@@ -384,7 +384,13 @@ export interface paths {
         get: operations["read_explanation_api_v1_models__model_id__explanations__explanation_id__get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete Explanation
+         * @description Delete an answered (done or failed) explanation request: its input and answer, and with them their bytes of
+         *     the caller's storage quota; the device-seconds it spent still count for 30 days. 409 while it is queued or
+         *     running.
+         */
+        delete: operations["delete_explanation_api_v1_models__model_id__explanations__explanation_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1119,9 +1125,9 @@ export interface components {
         QuotasOut: {
             /** @description Jobs queued or running at once (reason `quota-active-jobs`). */
             active_jobs: components["schemas"]["QuotaOut"];
-            /** @description Device-seconds of the jobs created in the last 30 days: spent by finished jobs, the whole budget of queued and running ones (reason `quota-device-seconds`). */
+            /** @description Device-seconds of the jobs and explanation requests created in the last 30 days: spent by finished ones, the whole budget of queued and running jobs, what queued and running explanations spent plus their hard time limit (reason `quota-device-seconds`). */
             device_seconds: components["schemas"]["QuotaOut"];
-            /** @description Bytes of stored datasets (reason `quota-storage`). */
+            /** @description Bytes of stored datasets and explanation requests (their inputs and answers, until deleted) (reason `quota-storage`). */
             storage_bytes: components["schemas"]["QuotaOut"];
         };
         /**
@@ -2847,7 +2853,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
+            /** @description Too many queued or running explanations (`quota-active-explanations`), too few device-seconds left for one (`quota-device-seconds`), or an input that does not fit in the caller's storage (`quota-storage`): `detail` says what would free it. Nothing is stored. Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2917,6 +2923,90 @@ export interface operations {
             };
             /** @description No model of the caller's jobs has this id. Or the model has no explanation request of this id (`reason`: 'explanation-absent'). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is not valid: `errors` says where and why. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests: the caller's account (all its API keys and sessions together) past its rate, or, for requests that do not authenticate, the client's address past theirs: see Retry-After. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description An unexpected error; its detail says nothing more. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_explanation_api_v1_models__model_id__explanations__explanation_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                explanation_id: string;
+                model_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key or session cookie, or one that is unknown, wrong, revoked or ended. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Signed in with the session cookie, without the session's CSRF token in X-CSRF-Token. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No model of the caller's jobs has this id. Or the model has no explanation request of this id (`reason`: 'explanation-absent'). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request is still queued or running: delete it once it is answered. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
