@@ -6,7 +6,8 @@ timeout. The rough user first trains a small digits model (`--job-seconds`). The
 own things (`GET /me`, its dataset, its job list) every `--interval` seconds, alone (the baseline) and during each
 attack in turn, each `--seconds` long:
 
-- *slow bodies*: `--connections` uploads that announce 10 MB and send one byte a second;
+- *slow bodies*: `--connections` uploads that announce 10 MB and send one byte a second (for the body timeout and
+  15 s more, at least);
 - *memory bombs*: uploads at the limits: an `.npz` of a few 4096x4096x3 images, a zip whose one PNG unpacks to
   20000x20000 pixels, a PNG followed by 30 MB of junk, and a zip of 200,000 empty members, one after another;
 - *key multiplication*: keys created until the cap refuses one, then every key sends `GET /me` as fast as it can;
@@ -54,6 +55,8 @@ from tests.workers.conftest import REDIS, make_keys  # noqa: E402
 from tests.workers.service import wait_for  # noqa: E402
 
 V1 = "/api/v1"
+SAMPLES = 8
+"""Small images per class in a bomb zip: more than a class needs, so the check goes on to the bomb."""
 Attack = Callable[[threading.Event, Counter[str]], None]
 
 
@@ -108,6 +111,9 @@ def slow_bodies(url: str, auth: dict[str, str], connections: int) -> Attack:
         def one() -> None:
             with socket.create_connection((host, int(port)), timeout=1) as s:
                 s.sendall(head)
+                if stop.wait(1.0):
+                    seen["open at the end"] += 1
+                    return
                 while not stop.is_set():
                     try:
                         s.sendall(b"x")
@@ -119,6 +125,7 @@ def slow_bodies(url: str, auth: dict[str, str], connections: int) -> Attack:
                         return
                     seen[answer.split(b" ")[1].decode() if answer.startswith(b"HTTP/") else "closed"] += 1
                     return
+                seen["open at the end"] += 1
         threads = [threading.Thread(target=one) for _ in range(connections)]
         for t in threads:
             t.start()
@@ -133,18 +140,22 @@ def bombs(folder: Path) -> list[tuple[str, Path]]:
     path = folder / "large.npz"
     np.savez(path, x=np.zeros((4, 4096, 4096, 3), np.uint8), y=np.array([0, 1, 0, 1]))
     made.append(("npz of 4 images of 4096x4096x3 (200 MB)", path))
-    path = folder / "pixels.zip"
+    path = folder / "pixels.zip"  # enough small images per class that the check reaches the large one
     big = io.BytesIO()
     Image.new("1", (20000, 20000)).save(big, format="PNG")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for c in ("a", "b"):
-            z.writestr(f"set/{c}/0.png", big.getvalue())
-    made.append(("zip of PNGs of 20000x20000 pixels", path))
+            for i in range(SAMPLES):
+                z.writestr(f"set/{c}/{i}.png", png())
+            z.writestr(f"set/{c}/big.png", big.getvalue())
+    made.append(("zip with a PNG of 20000x20000 pixels", path))
     path = folder / "junk.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("set/a/0.png", png() + secrets.token_bytes(30 * 1024 * 1024))
-        z.writestr("set/b/0.png", png())
-    made.append(("PNG followed by 30 MB of junk", path))
+        for c in ("a", "b"):
+            for i in range(SAMPLES):
+                z.writestr(f"set/{c}/{i}.png", png())
+        z.writestr("set/a/junk.png", png() + secrets.token_bytes(30 * 1024 * 1024))
+    made.append(("zip with a PNG followed by 30 MB of junk", path))
     path = folder / "members.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         for i in range(200_000):
@@ -202,7 +213,7 @@ def many_keys(url: str, auth: dict[str, str]) -> tuple[list[dict[str, str]], Cou
 
 
 def phase(name: str, url: str, auth: dict[str, str], dataset: str, args: argparse.Namespace, pids: list[int],
-          attack: Attack | None) -> dict[str, Any]:
+          attack: Attack | None, seconds: float | None = None) -> dict[str, Any]:
     """The well-behaved user's figures while `attack` runs (none: the baseline), with the attack's statuses."""
     stop, seen = threading.Event(), Counter[str]()
     rough = threading.Thread(target=attack, args=(stop, seen)) if attack else None
@@ -210,7 +221,7 @@ def phase(name: str, url: str, auth: dict[str, str], dataset: str, args: argpars
     with RssSampler(pids) as sampler:
         if rough:
             rough.start()
-        timer = threading.Timer(args.seconds, stop.set)
+        timer = threading.Timer(seconds or args.seconds, stop.set)
         timer.start()
         latencies, errors = well_behaved(url, auth, dataset, args.interval, stop)
         if rough:
@@ -235,7 +246,8 @@ def measure(url: str, api_pid: int, db_url: str, folder: Path, args: argparse.Na
     bomb_files = bombs(folder)
     image = png()
     rows = [phase("baseline", url, good, dataset, args, pids, None),
-            phase("slow bodies", url, good, dataset, args, pids, slow_bodies(url, rough, args.connections)),
+            phase("slow bodies", url, good, dataset, args, pids, slow_bodies(url, rough, args.connections),
+                  max(args.seconds, Settings().body_timeout_s + 15)),  # long enough to see the body timeout
             phase("memory bombs", url, good, dataset, args, pids, memory_bombs(url, rough, bomb_files))]
     made, created = many_keys(url, rough)
     rows.append(phase("key multiplication", url, good, dataset, args, pids,
