@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,7 +27,7 @@ from store.jobs import transition
 from store.models import JobState, TrainedModel, User, WebSession
 from store.sessions import find_session, start_session
 from store.users import disable_user
-from tests.api.conftest import Account, assert_problem, make_account
+from tests.api.conftest import Account, assert_problem, make_account, round_trips
 from tests.store.factories import make_job
 
 pytestmark = pytest.mark.anyio
@@ -84,39 +83,17 @@ async def test_a_job_with_no_model_and_another_users_job(client: httpx.AsyncClie
         assert_problem(await client.get(f"/api/v1/jobs/{missing}", headers=account.auth), 404)
 
 
-def _round_trips(trace: str) -> list[str]:
-    """The messages of a libpq trace that each wait for the server's answer: a simple query, or the Sync that ends
-    an extended query (Parse, Bind, Execute)."""
-    messages = [line.split("\t", 4)[1:] for line in trace.splitlines()]  # direction, length, type, contents
-    return [" ".join(m[2:]) for m in messages if m[:1] == ["F"] and m[2:3] in (["Query"], ["Sync"])]
-
-
 async def test_a_poll_on_postgresql_takes_two_round_trips(client: httpx.AsyncClient, account: Account,
-                                                          factory: sessionmaker[Session], tmp_path: Path) -> None:
-    """The key's check and the job's read, and nothing else: no pre-ping at checkout (`store.db._drop_closed`), no
-    BEGIN and no COMMIT (`store.db.read_scope`)."""
+                                                          factory: sessionmaker[Session]) -> None:
+    """The key's check and the job's read, and nothing else: no BEGIN and no COMMIT (`store.db.read_scope`). (Nor a
+    pre-ping at checkout: tests.store.test_db.)"""
     engine = factory.kw["bind"]
     if engine.dialect.name != "postgresql":
         pytest.skip("round trips to PostgreSQL")
     job_id = _job_with_models(factory, account.user)
     assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 200  # records the use
-    log = tmp_path / "libpq.trace"
-
-    def trace(dbapi_connection: Any, *_: Any) -> None:
-        dbapi_connection.pgconn.trace(out.fileno())
-
-    def untrace(dbapi_connection: Any, *_: Any) -> None:
-        dbapi_connection.pgconn.untrace()
-
-    with log.open("w") as out:
-        event.listen(engine, "checkout", trace)
-        event.listen(engine, "checkin", untrace)
-        try:
-            assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 200
-        finally:
-            event.remove(engine, "checkout", trace)
-            event.remove(engine, "checkin", untrace)
-    trips = _round_trips(log.read_text())
+    with round_trips(engine) as trips:
+        assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 200
     assert trips == ["Sync", "Sync"], trips  # the two SELECTs' (extended queries); a ping, BEGIN or COMMIT: Query
 
 
