@@ -62,7 +62,10 @@ def test_a_postgresql_connection_the_server_closed_is_replaced_at_checkout(pg_ur
         pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
     with psycopg.connect(pg_url.replace("+psycopg", ""), autocommit=True) as admin:
         assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
-    time.sleep(0.2)  # the backend's goodbye reaches the pooled connection's socket
+        for _ in range(500):  # until the backend has gone: its goodbye is in the pooled connection's socket
+            if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() == (0,):
+                break
+            time.sleep(0.01)
     with engine.connect() as conn:
         assert conn.execute(text("SELECT pg_backend_pid()")).scalar() != pid
     engine.dispose()
