@@ -56,7 +56,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sender = make_sender(settings)
     install_error_handlers(app)
     app.include_router(health.router, prefix=API_PREFIX)
-    for module in (session, me, datasets, samples, jobs, search, models, reports, explanations):
+    # jobs first: the router tries each included router's routes in turn, and the status poll, the most frequent
+    # request, is found after a third as many tries as behind the others (no two routers' paths overlap)
+    for module in (jobs, session, me, datasets, samples, search, models, reports, explanations):
         app.include_router(module.router, prefix=API_PREFIX)
     install_problem_schema(app)
     install_dashboard(app, settings.dashboard_dir)

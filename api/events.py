@@ -21,6 +21,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from api.deps import Credential
 from api.fanout import Poll, hub_for, in_reader, read_poll
+from store.db import read_scope
 from store.jobs import TERMINAL
 
 PING_SECONDS = 15.0
@@ -64,7 +65,7 @@ def prefers_json(accept: str | None) -> bool:
 
 
 def _holds(factory: sessionmaker[Session], credential: Credential) -> bool:
-    with factory() as session:
+    with read_scope(factory) as session:
         return credential.holds(session)
 
 

@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.schemas.jobs import JobEventOut
+from store.db import read_scope
 from store.jobs import TERMINAL, events_since
 from store.models import Job, JobEvent, JobState
 from store.notify import Listener, subscribe
@@ -62,7 +63,7 @@ class Poll:
 
 def read_poll(factory: sessionmaker[Session], job_id: uuid.UUID, after: int) -> Poll:
     """The job's state, then its events after `after`: when the state is terminal, every event is in the list."""
-    with factory() as session:
+    with read_scope(factory) as session:
         job = session.get(Job, job_id)
         if job is None:
             return Poll(None, [])
@@ -71,7 +72,7 @@ def read_poll(factory: sessionmaker[Session], job_id: uuid.UUID, after: int) -> 
 
 def _read_head(factory: sessionmaker[Session], job_id: uuid.UUID) -> tuple[JobState | None, int]:
     """The job's state (None once deleted) and the seq of its latest event (0: none)."""
-    with factory() as session:
+    with read_scope(factory) as session:
         job = session.get(Job, job_id)
         if job is None:
             return None, 0

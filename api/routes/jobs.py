@@ -35,7 +35,7 @@ from api.tasks import enqueue_synthesize
 from domain.errors import Conflict, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from domain.rules import DEFAULT_TOLERANCE, tier_for
 from infra.settings import Settings
-from store.db import session_scope
+from store.db import read_scope
 from store.jobs import append_event, events_since, transition
 from store.leases import request_cancel
 from store.models import VARIANTS, BudgetTier, DatasetStatus, Job, JobState, TrainedModel, User
@@ -185,9 +185,9 @@ def _read_job(request: Request, job_id: uuid.UUID, credentials: HTTPAuthorizatio
               token: str | None) -> Response:
     """The status poll, the API's most frequent request, in one worker thread (the key's check, the read and the
     commit; as dependencies they take three) and one statement built once, its answer serialised here (FastAPI
-    would validate the JobOut again, in yet another thread)."""
+    would validate the JobOut again, in yet another thread). It only reads: no transaction (`read_scope`)."""
     factory: sessionmaker[Session] = request.app.state.session_factory
-    with session_scope(factory) as session:
+    with read_scope(factory) as session:
         user = get_current_user(request, session, credentials, token)
         rows = session.execute(_JOB_AND_MODELS, {"job_id": job_id, "owner_id": user.id}).all()
         if not rows:

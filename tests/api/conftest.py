@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
@@ -131,3 +134,29 @@ def image_net_fixture() -> Net:
 def text_net_fixture() -> Net:
     """An exported text network, built once per test module."""
     return nets.text_net()
+
+
+@contextlib.contextmanager
+def round_trips(engine: Engine) -> Iterator[list[str]]:
+    """The messages to PostgreSQL, sent on the connections `engine`'s pool hands out within the block, that each wait
+    for the server's answer (a simple query, or the Sync that ends an extended query: Parse, Bind, Execute), from a
+    libpq trace; filled in when the block ends."""
+    trips: list[str] = []
+    with tempfile.TemporaryFile("w+") as out:
+
+        def trace(dbapi_connection: Any, *_: Any) -> None:
+            dbapi_connection.pgconn.trace(out.fileno())
+
+        def untrace(dbapi_connection: Any, *_: Any) -> None:
+            dbapi_connection.pgconn.untrace()
+
+        event.listen(engine, "checkout", trace)
+        event.listen(engine, "checkin", untrace)
+        try:
+            yield trips
+        finally:
+            event.remove(engine, "checkout", trace)
+            event.remove(engine, "checkin", untrace)
+        out.seek(0)
+        messages = [line.split("\t", 4)[1:] for line in out.read().splitlines()]  # direction, length, type, contents
+        trips += [" ".join(m[2:]) for m in messages if m[:1] == ["F"] and m[2:3] in (["Query"], ["Sync"])]

@@ -4,10 +4,14 @@ disable, enable and quota, clear errors on bad input."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
+import uvloop
 from sqlalchemy import inspect, select
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from api.app import create_app
 from api.cli import main
@@ -87,17 +91,26 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert "usage: netsynth" in capsys.readouterr().err
 
 
+async def _asgi(scope: Any, receive: Any, send: Any) -> None:
+    """An ASGI app for uvicorn's configuration to load."""
+
+
 def test_serve_runs_uvicorn_on_localhost_8000(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, object] = {}
 
-    def fake_run(app: object, host: str, port: int, proxy_headers: bool) -> None:
-        seen.update(app=app, host=host, port=port, proxy_headers=proxy_headers)
+    def fake_run(app: object, host: str, port: int, proxy_headers: bool, http: str, loop: str) -> None:
+        seen.update(app=app, host=host, port=port, proxy_headers=proxy_headers, http=http, loop=loop)
 
     monkeypatch.setattr("uvicorn.run", fake_run)
     assert main(["serve"], Settings(database_url=f"sqlite:///{tmp_path / 'n.db'}")) == 0
     assert seen["host"] == "127.0.0.1" and seen["port"] == 8000
     assert seen["proxy_headers"] is False  # the app reads forwarded headers itself (NETSYNTH_FORWARDED_ALLOW_IPS)
     assert type(seen["app"]).__name__ == "FastAPI"
+    # the compiled HTTP parser and event loop, not uvicorn's pure-Python fallbacks (h11, asyncio's loop)
+    config = uvicorn.Config(_asgi, http=str(seen["http"]), loop=str(seen["loop"]))
+    config.load()
+    assert config.http_protocol_class is HttpToolsProtocol
+    assert config.get_loop_factory() is uvloop.new_event_loop
 
 
 def _users(capsys: pytest.CaptureFixture[str], url: str, *emails: str) -> dict[str, str]:

@@ -18,7 +18,7 @@ from store.db import make_engine, session_scope
 from store.jobs import append_event, transition
 from store.models import Job, JobState
 from store.notify import Listener, subscribe
-from tests.api.conftest import Account
+from tests.api.conftest import Account, round_trips
 from tests.api.sse import sse_events
 from tests.store.factories import make_job
 from tests.workers.service import ApiServer, wait_for
@@ -44,6 +44,18 @@ def _append_then_finish(factory: sessionmaker[Session], job_id: uuid.UUID) -> No
         job = s.get_one(Job, job_id)
         transition(job, JobState.SUCCEEDED)
         append_event(s, job, "succeeded", {"n": LATER + 1})
+
+
+def test_a_feed_read_on_postgresql_takes_two_round_trips(factory: sessionmaker[Session], account: Account) -> None:
+    """The job's state and its new events, and no BEGIN or ROLLBACK around them (`store.db.read_scope`)."""
+    engine = factory.kw["bind"]
+    if engine.dialect.name != "postgresql":
+        pytest.skip("round trips to PostgreSQL")
+    job_id = _running_job(factory, account)
+    with round_trips(engine) as trips:
+        poll = api.fanout.read_poll(factory, job_id, 0)
+    assert poll.state is JobState.RUNNING and [e.kind for e in poll.events] == ["attempt"]
+    assert trips == ["Sync", "Sync"], trips
 
 
 @pytest.mark.parametrize("watchers", [1, 10])

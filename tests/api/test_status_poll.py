@@ -27,7 +27,7 @@ from store.jobs import transition
 from store.models import JobState, TrainedModel, User, WebSession
 from store.sessions import find_session, start_session
 from store.users import disable_user
-from tests.api.conftest import Account, assert_problem, make_account
+from tests.api.conftest import Account, assert_problem, make_account, round_trips
 from tests.store.factories import make_job
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +81,20 @@ async def test_a_job_with_no_model_and_another_users_job(client: httpx.AsyncClie
     assert polled.status_code == 200 and polled.json()["models"] == [] and polled.json()["model_ids"] == []
     for missing in (theirs, uuid.uuid4()):
         assert_problem(await client.get(f"/api/v1/jobs/{missing}", headers=account.auth), 404)
+
+
+async def test_a_poll_on_postgresql_takes_two_round_trips(client: httpx.AsyncClient, account: Account,
+                                                          factory: sessionmaker[Session]) -> None:
+    """The key's check and the job's read, and nothing else: no BEGIN and no COMMIT (`store.db.read_scope`). (Nor a
+    pre-ping at checkout: tests.store.test_db.)"""
+    engine = factory.kw["bind"]
+    if engine.dialect.name != "postgresql":
+        pytest.skip("round trips to PostgreSQL")
+    job_id = _job_with_models(factory, account.user)
+    assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 200  # records the use
+    with round_trips(engine) as trips:
+        assert (await client.get(f"/api/v1/jobs/{job_id}", headers=account.auth)).status_code == 200
+    assert trips == ["Sync", "Sync"], trips  # the two SELECTs' (extended queries); a ping, BEGIN or COMMIT: Query
 
 
 def _revoke(factory: sessionmaker[Session], account: Account) -> None:
