@@ -6,7 +6,6 @@ streams, and a member over the per-image file limits is refused before its pixel
 
 from __future__ import annotations
 
-import zipfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
@@ -19,6 +18,7 @@ from domain.ingest.images import check_file_size, decode_pixels, image_size
 from domain.ingest.labels import check_classes
 from domain.ingest.limits import Limits
 from domain.ingest.resize import Size
+from domain.ingest.zipdir import Member
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
 HEADER_READS = (64 * 1024, 1024 * 1024, 8 * 1024 * 1024)
@@ -44,7 +44,7 @@ def visible_files(files: Iterable[tuple[T, str]]) -> list[tuple[T, list[str]]]:
     return visible
 
 
-def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInfo, str]]:
+def class_members(archive: SafeZip, limits: Limits) -> list[tuple[Member, str]]:
     """Each image member with its class (folder) name; refuse a bad layout or bad class counts before decoding."""
     files = visible_files((info, info.filename) for info in archive.members)
     for info, parts in files:
@@ -58,7 +58,7 @@ def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInf
     return members
 
 
-def member_size(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits) -> Size:
+def member_size(archive: SafeZip, info: Member, limits: Limits) -> Size:
     """The (height, width) of a member's image, read from its first bytes; refused, before any pixel is decoded,
     when the member is larger than the per-image file limit or than an image of that size needs."""
     check_file_size(info.file_size, info.filename, limits)
@@ -83,7 +83,7 @@ def zip_sizes(archive: SafeZip, limits: Limits) -> Counter[Size]:
     return Counter(member_size(archive, info, limits) for info, _ in class_members(archive, limits))
 
 
-def member_pixels(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits, channels: int | None = None,
+def member_pixels(archive: SafeZip, info: Member, limits: Limits, channels: int | None = None,
                   size: Size | None = None) -> tuple[np.ndarray, bool]:
     """A member's image decoded as it streams (`decode_pixels`), after its file's size is checked."""
     check_file_size(info.file_size, info.filename, limits)
