@@ -19,15 +19,15 @@ from tests.datasets import rejection
 MEMBERS = 200_000
 PEAK_BOUND = 24 * 1024**2
 """What checking the directory of MEMBERS empty members may hold at its peak: 125 bytes a member (it takes about 72).
-zipfile.ZipFile, a ZipInfo per member, peaked at 107 MB here: about 540 bytes a member."""
+zipfile.ZipFile, a ZipInfo per member, peaked at 107 MB here (about 540 bytes a member), and inspecting at 152 MB."""
 
 
 def _empty_members_zip(path: Path, count: int) -> Path:
-    """A zip of `count` empty stored members `a/<i>.png`, written directly (zipfile's writer is slow at this
-    count), with the zip64 end records zipfile writes past 65,535 entries."""
+    """A zip of `count` empty stored members, `a/<i>.png` and `b/<i>.png` in turn, written directly (zipfile's
+    writer is slow at this count), with the zip64 end records zipfile writes past 65,535 entries."""
     local, central = bytearray(), bytearray()
     for i in range(count):
-        name = f"a/{i}.png".encode()
+        name = f"{'ab'[i % 2]}/{i}.png".encode()
         central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 0, 0, 0x21, 0, 0, 0, len(name), 0, 0,
                                0, 0, 0o644 << 16, len(local)) + name
         local += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0x21, 0, 0, 0, len(name), 0) + name
@@ -50,7 +50,20 @@ def test_checking_many_empty_members_stays_in_bounded_memory(tmp_path: Path) -> 
         tracemalloc.stop()
     assert peak < PEAK_BOUND, f"checking {MEMBERS} members peaked at {peak} bytes"
     first, last = archive.members[0], archive.members[-1]
-    assert (first.filename, first.file_size, last.filename) == ("a/0.png", 0, f"a/{MEMBERS - 1}.png")
+    assert (first.filename, first.file_size, last.filename) == ("a/0.png", 0, f"b/{MEMBERS - 1}.png")
+
+
+def test_inspecting_many_empty_members_stays_in_bounded_memory(tmp_path: Path) -> None:
+    """The whole check of an upload: the directory, then the listing of images by class, then the first image."""
+    path = _empty_members_zip(tmp_path / "data.zip", MEMBERS)
+    tracemalloc.start()
+    try:
+        error = rejection(path, Limits())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (error.reason, "a/0.png" in error.detail) == ("undecodable-image", True)
+    assert peak < PEAK_BOUND, f"inspecting {MEMBERS} members peaked at {peak} bytes"
 
 
 def test_members_read_as_zipfile_reads_them(tmp_path: Path) -> None:
