@@ -2,177 +2,126 @@
 
 from __future__ import annotations
 
-import copy
 import io
-import itertools
-import re
-import stat
 import struct
 import zipfile
 import zlib
+from array import array
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
-from domain.errors import DatasetRejected
 from domain.ingest.limits import Limits
+from domain.ingest.zipcheck import RATIO_FLOOR_BYTES, bomb, check_layout, check_member, corrupt
+from domain.ingest.zipcheck import nested as nested
+from domain.ingest.zipdir import BadArchive, Directory, Member, Members, TooManyEntries, Window, find_end
 
 _CHUNK = 1024 * 1024
-# Members smaller than this are not held to the compression ratio: tiny runs of zeros compress far past it.
-RATIO_FLOOR_BYTES = 1024 * 1024
-_EOCD = struct.Struct("<4s4H2LH")
-_ZIP64_LOCATOR = struct.Struct("<4sLQL")
-_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
-_DRIVE = re.compile(r"[A-Za-z]:")
-_LOCAL_HEADER_BYTES = 30  # a member's local header before its name: its stored bytes start no earlier
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., name length, extra field length
-# Archives inside an archive are never opened: by name, and by first bytes (zip, gzip, bzip2, xz, 7z, rar, zstd).
-_NESTED_SUFFIXES = (".zip", ".npz", ".jar", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".7z", ".rar", ".zst")
+# Archives inside an archive are never opened: by first bytes here (zip, gzip, bzip2, xz, 7z, rar, zstd), by name
+# in domain.ingest.zipcheck.
 NESTED_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"7z\xbc\xaf\x27\x1c",
                  b"Rar!\x1a\x07", b"\x28\xb5\x2f\xfd")
-_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
-
-
-def _corrupt(detail: str) -> DatasetRejected:
-    return DatasetRejected("corrupt-archive", detail)
-
-
-def _bomb(detail: str) -> DatasetRejected:
-    return DatasetRejected("zip-bomb", detail)
-
-
-def _declared_entries(source: Path | BinaryIO) -> int:
-    """The entry count the end-of-archive record declares, read before the central directory is parsed."""
-    with source.open("rb") if isinstance(source, Path) else nullcontext(source) as f:
-        size = f.seek(0, 2)
-        tail_len = min(size, _EOCD.size + 0xFFFF)
-        f.seek(size - tail_len)
-        tail = f.read(tail_len)
-        pos = tail.rfind(b"PK\x05\x06")
-        if pos < 0 or pos + _EOCD.size > len(tail):
-            raise _corrupt("the file is not a valid zip archive (no end-of-archive record)")
-        entries: int = _EOCD.unpack_from(tail, pos)[4]
-        if entries == 0xFFFF and pos >= _ZIP64_LOCATOR.size:
-            locator = _ZIP64_LOCATOR.unpack_from(tail, pos - _ZIP64_LOCATOR.size)
-            if locator[0] == b"PK\x06\x07":
-                f.seek(locator[2])
-                record = f.read(_ZIP64_EOCD.size)
-                if len(record) == _ZIP64_EOCD.size and record[:4] == b"PK\x06\x06":
-                    entries = _ZIP64_EOCD.unpack(record)[7]
-    return entries
-
-
-def nested(name: str, why: str) -> DatasetRejected:
-    return DatasetRejected("nested-archive", f"archive member {name!r} {why}; archives inside the archive are not "
-                           "opened: put the images themselves in class folders")
-
-
-def _check_member(info: zipfile.ZipInfo, limits: Limits) -> None:
-    name = info.filename
-    if name.startswith("/") or "\\" in name or _DRIVE.match(name) or ".." in name.split("/"):
-        raise DatasetRejected("path-traversal", f"archive member {name!r} has an unsafe path")
-    if stat.S_ISLNK(info.external_attr >> 16):
-        raise DatasetRejected("path-traversal", f"archive member {name!r} is a symbolic link")
-    if not info.is_dir() and name.lower().endswith(_NESTED_SUFFIXES):
-        raise nested(name, "is an archive")
-    if info.flag_bits & 0x1:
-        raise _corrupt(f"archive member {name!r} is encrypted; upload an archive without a password")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise _corrupt(f"archive member {name!r} uses an unsupported compression method; use deflate")
-    ratio = info.file_size / max(info.compress_size, 1)
-    if info.file_size > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
-        raise _bomb(f"archive member {name!r} expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
-
-
-def _check_layout(infos: list[zipfile.ZipInfo]) -> None:
-    """Refuse a member stored where another already is (a hard link: two names, one stored entry) or inside
-    another's stored bytes (overlapping members: the layout of a non-recursive zip bomb)."""
-    for before, after in itertools.pairwise(sorted(infos, key=lambda info: info.header_offset)):
-        if after.header_offset == before.header_offset:
-            raise DatasetRejected("path-traversal", f"archive member {after.filename!r} is a hard link: it names "
-                                  f"the stored entry of {before.filename!r}")
-        if after.header_offset < before.header_offset + _LOCAL_HEADER_BYTES + before.compress_size:
-            raise _bomb(f"archive member {after.filename!r} lies inside the stored bytes of {before.filename!r}")
+_READ_ERRORS = (zipfile.BadZipFile, BadArchive, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 
 
 class SafeZip:
     """A zip archive (a file, or a seekable binary reader such as a blob store's ranged reader) whose structure
-    passed the safety checks; members are read one at a time, bounded."""
+    passed the safety checks; members are read one at a time, bounded. Its directory is held compactly
+    (domain.ingest.zipdir), so checking it takes a few tens of bytes a member."""
 
     def __init__(self, source: Path | BinaryIO, limits: Limits) -> None:
         self._limits = limits
         self._read_total = 0
-        declared = _declared_entries(source)
-        if declared > limits.max_members:
-            raise _bomb(f"the archive has {declared} entries; at most {limits.max_members}")
-        try:
-            self._zip = zipfile.ZipFile(source)
-        except _READ_ERRORS as exc:
-            raise _corrupt(f"the file is not a valid zip archive ({exc})") from exc
+        self._fp: BinaryIO = source.open("rb") if isinstance(source, Path) else source
+        self._owned = isinstance(source, Path)
         try:
             self.members = self._checked_members()
         except BaseException:
-            self._zip.close()
+            self.close()
             raise
 
-    def _checked_members(self) -> list[zipfile.ZipInfo]:
+    def _checked_members(self) -> Members:
         limits = self._limits
-        infos = self._zip.infolist()
-        if len(infos) > limits.max_members:
-            raise _bomb(f"the archive has {len(infos)} entries; at most {limits.max_members}")
-        for info in infos:
-            _check_member(info, limits)
-        _check_layout(infos)
-        total = sum(info.file_size for info in infos)
+        try:
+            declared = find_end(self._fp)[0]
+            if declared > limits.max_members:
+                raise bomb(f"the archive has {declared} entries; at most {limits.max_members}")
+            self._directory = directory = Directory(self._fp, limits.max_members)
+        except TooManyEntries as exc:
+            raise bomb(f"the archive has more than {exc} entries; at most {limits.max_members}") from exc
+        except _READ_ERRORS as exc:
+            raise corrupt(f"the file is not a valid zip archive ({exc})") from exc
+        files = array("I", (i for i in range(len(directory)) if not check_member(directory, i, limits)))
+        check_layout(directory)
+        total = sum(directory.sizes)
         if total > limits.max_uncompressed_bytes:
-            raise _bomb(f"the archive expands to {total} bytes; at most {limits.max_uncompressed_bytes}")
-        ratio = total / max(sum(info.compress_size for info in infos), 1)
+            raise bomb(f"the archive expands to {total} bytes; at most {limits.max_uncompressed_bytes}")
+        ratio = total / max(sum(directory.compressed), 1)
         if total > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
-            raise _bomb(f"the archive expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
-        return [info for info in infos if not info.is_dir()]
+            raise bomb(f"the archive expands {ratio:.0f} times; at most {limits.max_compression_ratio:g}")
+        return Members(directory, files)
+
+    def _data_start(self, info: Member) -> int:
+        """Where the member's stored bytes start, after its local header, which must match its directory entry."""
+        self._fp.seek(info.header_offset)
+        header = self._fp.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile("bad magic number for the file header")
+        _, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+        if self._fp.read(name_len) != self._directory.raw_name(info.index):
+            raise zipfile.BadZipFile("the file name in the directory and in the header differ")
+        if info.flag_bits & 0x60:
+            raise NotImplementedError("compressed patched data or strong encryption")
+        start: int = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        return start
+
+    def _raw(self, info: Member, file_size: int) -> zipfile.ZipExtFile:
+        """zipfile's reader of one member, built for it alone (one ZipInfo, not one per member)."""
+        single = zipfile.ZipInfo(info.filename)
+        single.compress_type, single.compress_size, single.file_size = (info.compress_type, info.compress_size,
+                                                                        file_size)
+        single.CRC, single.flag_bits = info.CRC, info.flag_bits
+        return zipfile.ZipExtFile(Window(self._fp, self._data_start(info)), "r", single)
 
     @contextmanager
-    def open(self, info: zipfile.ZipInfo) -> Iterator[MemberReader]:
+    def open(self, info: Member) -> Iterator[MemberReader]:
         """A bounded reader of one member's bytes, closed on leaving the block."""
-        # Open a copy that claims more than declared: zipfile would silently cut a member at its declared size
-        # (then fail its checksum); with room to spare, a member yielding more than declared is seen as a bomb.
-        probe = copy.copy(info)
-        probe.file_size = info.file_size + _CHUNK
+        # Open claiming more than declared: zipfile would silently cut a member at its declared size (then fail
+        # its checksum); with room to spare, a member yielding more than declared is seen as a bomb.
         try:
-            raw = self._zip.open(probe)
+            raw = self._raw(info, info.file_size + _CHUNK)
         except _READ_ERRORS as exc:
-            raise _corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
+            raise corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
         with raw:
             yield MemberReader(self, info, raw)
 
     @contextmanager
-    def stream(self, info: zipfile.ZipInfo) -> Iterator[BinaryIO]:
+    def stream(self, info: Member) -> Iterator[BinaryIO]:
         """A seekable reader of one member's bytes for a decoder that reads as it goes (and may seek back to
         re-read its header): zipfile's own, which stops at the declared size; its reads count against the
         archive's read limit."""
         try:
-            raw = self._zip.open(info)
+            raw = self._raw(info, info.file_size)
         except _READ_ERRORS as exc:
-            raise _corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
+            raise corrupt(f"archive member {info.filename!r} cannot be read ({exc})") from exc
         with raw, _Counted(self, info, raw) as counted:
             yield counted  # type: ignore[misc]
 
-    def stored_reader(self, info: zipfile.ZipInfo, offset: int) -> Callable[[int], bytes] | None:
+    def stored_reader(self, info: Member, offset: int) -> Callable[[int], bytes] | None:
         """For a member stored uncompressed, a reader of its bytes from `offset` on, straight from the archive (so
         nothing before `offset` is read: from a blob store, nothing before it is fetched); None for a compressed
         member, which can only be read from its start."""
         if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
             return None
-        fp = self._zip.fp
-        assert fp is not None
-        fp.seek(info.header_offset)
-        signature, name_len, extra_len = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
-        if signature != b"PK\x03\x04":
-            raise _corrupt(f"archive member {info.filename!r} has no local header")
-        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        try:
+            start = self._data_start(info)
+        except _READ_ERRORS as exc:
+            raise corrupt(f"archive member {info.filename!r} has no local header ({exc})") from exc
         position, end = start + min(offset, info.file_size), start + info.file_size
+        fp = self._fp
 
         def read(size: int) -> bytes:
             nonlocal position
@@ -184,7 +133,7 @@ class SafeZip:
 
         return read
 
-    def read(self, info: zipfile.ZipInfo) -> bytes:
+    def read(self, info: Member) -> bytes:
         """One member's bytes, read in bounded chunks; refused when they are an archive, whatever the name."""
         with self.open(info) as member:
             data = member.read()
@@ -196,11 +145,12 @@ class SafeZip:
         """Count `size` more bytes read from the archive; refuse once the total passes the limit."""
         self._read_total += size
         if self._read_total > self._limits.max_uncompressed_bytes:
-            raise _bomb(f"the archive expands past {self._limits.max_uncompressed_bytes} bytes")
+            raise bomb(f"the archive expands past {self._limits.max_uncompressed_bytes} bytes")
 
     def close(self) -> None:
-        """Close the archive file."""
-        self._zip.close()
+        """Close the archive file when it opened it (a reader passed in is its caller's to close)."""
+        if self._owned:
+            self._fp.close()
 
     def __enter__(self) -> SafeZip:
         return self
@@ -212,7 +162,7 @@ class SafeZip:
 class MemberReader:
     """Reads one archive member; refuses it when it yields more than its header declared, or less."""
 
-    def __init__(self, archive: SafeZip, info: zipfile.ZipInfo, raw: IO[bytes]) -> None:
+    def __init__(self, archive: SafeZip, info: Member, raw: io.BufferedIOBase) -> None:
         self._archive = archive
         self._info = info
         self._raw = raw
@@ -242,16 +192,16 @@ class MemberReader:
             parts.append(chunk)
             wanted -= len(chunk)
         if self._got == self._info.file_size and self._chunk(1):
-            raise _bomb(f"archive member {self._info.filename!r} yields more bytes than its header declares")
+            raise bomb(f"archive member {self._info.filename!r} yields more bytes than its header declares")
         return b"".join(parts)
 
     def _chunk(self, size: int) -> bytes:
         try:
             chunk = self._raw.read(size)
         except _READ_ERRORS as exc:
-            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+            raise corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
         if not chunk and self._got < self._info.file_size:
-            raise _corrupt(f"archive member {self._info.filename!r} is shorter than its header declares")
+            raise corrupt(f"archive member {self._info.filename!r} is shorter than its header declares")
         self._got += len(chunk)
         self._archive.charge(len(chunk))
         return chunk
@@ -260,7 +210,7 @@ class MemberReader:
 class _Counted(io.RawIOBase):
     """A member's seekable reader whose reads count against the archive's read limit; errors become refusals."""
 
-    def __init__(self, archive: SafeZip, info: zipfile.ZipInfo, raw: IO[bytes]) -> None:
+    def __init__(self, archive: SafeZip, info: Member, raw: io.BufferedIOBase) -> None:
         super().__init__()
         self._archive, self._info, self._raw = archive, info, raw
 
@@ -277,13 +227,13 @@ class _Counted(io.RawIOBase):
         try:
             return self._raw.seek(offset, whence)
         except _READ_ERRORS as exc:
-            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+            raise corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
 
     def read(self, size: int = -1, /) -> bytes:
         try:
             data = self._raw.read(size)
         except _READ_ERRORS as exc:
-            raise _corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
+            raise corrupt(f"archive member {self._info.filename!r} is corrupt ({exc})") from exc
         self._archive.charge(len(data))
         return data
 

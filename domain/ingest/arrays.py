@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from domain.errors import DatasetRejected
 from domain.ingest.archive import MemberReader, SafeZip
 from domain.ingest.limits import Limits
 from domain.ingest.resize import Size, fit_pixels, fit_strips
+from domain.ingest.zipdir import Member
 
 BATCH_BYTES = 4 * 1024 * 1024
 """The most bytes of rows (as read, as converted and as resized, together) that inspecting an npz holds at once."""
@@ -66,7 +66,7 @@ class _Npz:
 
     def __init__(self, archive: SafeZip) -> None:
         self.archive = archive
-        self.members: dict[str, zipfile.ZipInfo] = {
+        self.members: dict[str, Member] = {
             info.filename.removesuffix(".npy"): info for info in archive.members if info.filename.endswith(".npy")}
 
     def header(self, key: str) -> Header:

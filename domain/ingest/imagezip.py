@@ -6,10 +6,10 @@ streams, and a member over the per-image file limits is refused before its pixel
 
 from __future__ import annotations
 
-import zipfile
+from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from domain.ingest.images import check_file_size, decode_pixels, image_size
 from domain.ingest.labels import check_classes
 from domain.ingest.limits import Limits
 from domain.ingest.resize import Size
+from domain.ingest.zipdir import Member
 
 _IGNORED = {"__macosx", "thumbs.db", "desktop.ini"}
 HEADER_READS = (64 * 1024, 1024 * 1024, 8 * 1024 * 1024)
@@ -44,21 +45,64 @@ def visible_files(files: Iterable[tuple[T, str]]) -> list[tuple[T, list[str]]]:
     return visible
 
 
-def class_members(archive: SafeZip, limits: Limits) -> list[tuple[zipfile.ZipInfo, str]]:
-    """Each image member with its class (folder) name; refuse a bad layout or bad class counts before decoding."""
-    files = visible_files((info, info.filename) for info in archive.members)
-    for info, parts in files:
+class ClassMembers(Sequence[tuple[Member, str]]):
+    """An archive's image members with their classes, held as two flat arrays (the member's position among the
+    archive's files, its class's number), so that a listing of millions of members stays a few bytes each; a
+    (member, class name) pair is built only when asked for."""
+
+    def __init__(self, members: Sequence[Member], positions: array[int], codes: array[int],
+                 labels: list[str]) -> None:
+        self._members, self._positions, self._codes, self._labels = members, positions, codes, labels
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[Member, str]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[Member, str]]: ...
+
+    def __getitem__(self, index: int | slice) -> tuple[Member, str] | Sequence[tuple[Member, str]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._members[self._positions[index]], self._labels[self._codes[index]]
+
+    def __iter__(self) -> Iterator[tuple[Member, str]]:
+        return (self[i] for i in range(len(self)))
+
+
+def class_members(archive: SafeZip, limits: Limits) -> ClassMembers:
+    """Each image member with its class (folder) name; refuse a bad layout or bad class counts before decoding.
+    As `visible_files` sees the paths, in two passes over the directory rather than holding every path's parts."""
+    members = archive.members
+    roots: set[str] = set()
+    deep = True
+    for info in members:  # first pass: is there one root folder wrapping every file?
+        if parts := _visible_parts(info.filename):
+            if len(roots) < 2:
+                roots.add(parts[0])
+            deep = deep and len(parts) >= 3
+    wrapped = len(roots) == 1 and deep
+    positions, codes, numbers, counts = array("I"), array("I"), dict[str, int](), Counter[str]()
+    for position, info in enumerate(members):
+        if not (parts := _visible_parts(info.filename)):
+            continue
+        if wrapped:
+            parts = parts[1:]
         if len(parts) != 2:
             where = "at the top of the archive" if len(parts) < 2 else "nested below a class folder"
             raise DatasetRejected(
                 "bad-layout", f"{info.filename!r} is {where}; put each image in a folder named after its class "
                 "(cat/1.png, dog/2.jpg)")
-    members = [(info, parts[0]) for info, parts in files]
-    check_classes(Counter(label for _, label in members), limits)
-    return members
+        positions.append(position)
+        codes.append(numbers.setdefault(parts[0], len(numbers)))
+        counts[parts[0]] += 1
+    check_classes(counts, limits)
+    return ClassMembers(members, positions, codes, list(numbers))
 
 
-def member_size(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits) -> Size:
+def member_size(archive: SafeZip, info: Member, limits: Limits) -> Size:
     """The (height, width) of a member's image, read from its first bytes; refused, before any pixel is decoded,
     when the member is larger than the per-image file limit or than an image of that size needs."""
     check_file_size(info.file_size, info.filename, limits)
@@ -83,7 +127,7 @@ def zip_sizes(archive: SafeZip, limits: Limits) -> Counter[Size]:
     return Counter(member_size(archive, info, limits) for info, _ in class_members(archive, limits))
 
 
-def member_pixels(archive: SafeZip, info: zipfile.ZipInfo, limits: Limits, channels: int | None = None,
+def member_pixels(archive: SafeZip, info: Member, limits: Limits, channels: int | None = None,
                   size: Size | None = None) -> tuple[np.ndarray, bool]:
     """A member's image decoded as it streams (`decode_pixels`), after its file's size is checked."""
     check_file_size(info.file_size, info.filename, limits)

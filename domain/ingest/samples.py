@@ -10,7 +10,6 @@ position among the texts, and for an archive of images the position of its path 
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from domain.ingest.imagezip import class_members, member_pixels
 from domain.ingest.limits import Limits
 from domain.ingest.resize import capped
 from domain.ingest.tables import text_rows
+from domain.ingest.zipdir import Member
 
 THUMBNAIL_SIDE = 128
 """The longest side of an image sample's PNG: larger images are scaled down to it (aspect kept), smaller ones kept."""
@@ -62,7 +62,7 @@ def quotas(classes: Sequence[str], counts: Mapping[str, int], limit: int) -> dic
     return chosen
 
 
-def _members_by_row(archive: SafeZip) -> list[tuple[zipfile.ZipInfo, str]]:
+def _members_by_row(archive: SafeZip) -> list[tuple[Member, str]]:
     """An archive's images with their classes, in the order of their rows: their paths sorted."""
     return sorted(class_members(archive, STORED), key=lambda member: member[0].filename)
 
