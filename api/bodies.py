@@ -6,14 +6,16 @@ takes to send it. A client that sends its headers and then stalls would keep a c
 write lock of a due `last_used_at` update) and a place for ever: a handful of stalled bodies stopped every other
 user's requests. So a body is read here, outside admission and before any route runs, up to its route's limit
 (`reads_body`; `DEFAULT_BODY_BYTES` otherwise), and handed on whole; no wait for the client's next bytes lasts
-longer than `NETSYNTH_BODY_TIMEOUT_S`, after which the request is answered 408 (`BodyTimeout`). A route that streams
-its own large body (a dataset upload, to disk) is given the request as it comes, with the same timeout on each wait;
-it must hold no connection and no place while it reads (`api.admission.outside`).
+longer than `NETSYNTH_BODY_TIMEOUT_S`, and past that many seconds a body must keep coming at `MIN_BYTES_PER_S` on
+average, after which the request is answered 408 (`BodyTimeout`). A route that streams its own large body (a dataset
+upload, to disk) is given the request as it comes, with the same bounds on its waits; it must hold no connection and
+no place while it reads (`api.admission.outside`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
@@ -56,21 +58,37 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
-def timed_receive(receive: Receive, timeout: float) -> Receive:
-    """`receive`, raising BodyTimeout when the next part of the body takes longer than `timeout` seconds to come;
-    once the body has ended it waits as long as it takes (for the client's disconnect, say)."""
-    ended = False
+MIN_BYTES_PER_S = 500
+"""The slowest a body may come on average once its first timeout's seconds are past: each MIN_BYTES_PER_S bytes
+received move its deadline a second later (as Apache's mod_reqtimeout MinRate does), so a client that sends a byte
+now and then cannot hold a connection for ever, while a slow link still gets its body through."""
+
+
+def timed_receive(receive: Receive, timeout: float, min_rate: float = MIN_BYTES_PER_S,
+                  clock: Callable[[], float] = time.monotonic) -> Receive:
+    """`receive`, raising BodyTimeout when the next part of the body takes longer than `timeout` seconds to come, or
+    the body as a whole comes slower than `min_rate` bytes a second past its first `timeout` seconds; once the body
+    has ended it waits as long as it takes (for the client's disconnect, say)."""
+    ended, received, started = False, 0, clock()
 
     async def timed() -> Message:
-        nonlocal ended
+        nonlocal ended, received
         if ended:
             return await receive()
+        left = started + timeout + received / min_rate - clock()
         try:
-            async with asyncio.timeout(timeout):
+            if left <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(min(timeout, left)):
                 message = await receive()
         except TimeoutError:
+            if left <= timeout:
+                raise BodyTimeout(f"the request body came too slowly: {received} bytes in {clock() - started:.0f} s, "
+                                  f"under {min_rate:g} bytes a second past the first {timeout:g} s "
+                                  "(NETSYNTH_BODY_TIMEOUT_S); send it again") from None
             raise BodyTimeout(f"the request body stopped coming: nothing arrived for {timeout:g} s "
                               "(NETSYNTH_BODY_TIMEOUT_S); send it again") from None
+        received += len(message.get("body", b""))
         if message["type"] != "http.request" or not message.get("more_body", False):
             ended = True
         return message

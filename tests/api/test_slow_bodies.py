@@ -94,6 +94,29 @@ def test_a_stalled_body_is_answered_408(route: str, settings: Settings, factory:
     assert "NETSYNTH_BODY_TIMEOUT_S" in problem["detail"] and problem["instance"] == path
 
 
+def test_a_trickling_body_is_answered_408_once_it_comes_slower_than_the_minimum_rate(
+        settings: Settings, factory: sessionmaker[Session], stalling: Account, image_net: Net) -> None:
+    """A byte every 0.1 s never leaves the server waiting a whole timeout for the next one; past the first timeout
+    it comes far slower than `api.bodies.MIN_BYTES_PER_S`, so it is answered 408 all the same (without the rate it
+    would hold the connection for as long as its 100,000 bytes take)."""
+    path, content_type, first = _targets(factory, stalling, image_net)["predict"]
+    with serving(settings.model_copy(update={"body_timeout_s": 0.5})) as (server, _engine), \
+            stall(server.port, path, stalling.key, content_type, first) as sock:
+        sock.settimeout(0.1)
+        reply, sent = b"", 0
+        while not reply and sent < 200:  # 20 s of trickle at most
+            try:
+                reply = sock.recv(65536)
+            except TimeoutError:
+                sock.sendall(b"x")
+                sent += 1
+        sock.settimeout(10)
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 408 "), (sent, reply[:200])
+    assert b"came too slowly" in reply and sent < 100
+
+
 def test_stalled_bodies_keep_no_connection_and_no_place_from_other_users(
         settings: Settings, factory: sessionmaker[Session], account: Account, stalling: Account, image_net: Net,
         monkeypatch: pytest.MonkeyPatch) -> None:
