@@ -26,17 +26,15 @@ from __future__ import annotations
 import argparse
 import io
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,14 +42,11 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import protocol  # noqa: E402
-import redis  # noqa: E402
-from load import RssSampler, children, deployment, ms, start_job, status  # noqa: E402
+from load import RssSampler, children, fresh_service, ms, start_job, status  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from infra.settings import Settings  # noqa: E402
-from store.migrate import upgrade  # noqa: E402
-from tests.store.conftest import _fresh_pg_database, _pg_reason  # noqa: E402
-from tests.workers.conftest import REDIS, make_keys  # noqa: E402
+from tests.workers.conftest import make_keys  # noqa: E402
 from tests.workers.service import wait_for  # noqa: E402
 
 V1 = "/api/v1"
@@ -263,23 +258,8 @@ def measure(url: str, api_pid: int, db_url: str, folder: Path, args: argparse.Na
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if (reason := _pg_reason()) is not None:
-        raise SystemExit(reason)
-    redis.Redis.from_url(REDIS, socket_connect_timeout=3).ping()
-    folder = Path(tempfile.mkdtemp(prefix="netsynth-abuse-"))
-    database = cast(Generator[str, None, None], _fresh_pg_database(None))
-    queue = f"abuse-{folder.name[-8:]}"
-    try:
-        db_url = next(database)
-        upgrade(db_url)
-        settings = Settings(database_url=db_url, broker_url=REDIS, blob_dir=folder / "blobs", default_queue=queue,
-                            lease_seconds=30)
-        with deployment(settings, 2, folder, limited=True) as (url, api):
-            return measure(url, api.pid, db_url, folder, args)
-    finally:
-        database.close()
-        redis.Redis.from_url(REDIS).delete(queue)
-        shutil.rmtree(folder, ignore_errors=True)
+    with fresh_service("abuse", 2, limited=True) as (url, api, db_url, folder):
+        return measure(url, api.pid, db_url, folder, args)
 
 
 def table(rows: list[dict[str, Any]]) -> str:

@@ -317,24 +317,33 @@ def counted(url: str) -> float:
                if s.name == "netsynth_http_requests_total" and s.labels.get("route") == f"{V1}/jobs/{{job_id}}")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+@contextlib.contextmanager
+def fresh_service(name: str, workers: int, limited: bool = False
+                  ) -> Iterator[tuple[str, subprocess.Popen[bytes], str, Path]]:
+    """A fresh PostgreSQL database, a queue and a folder of their own, and the `deployment` on them: (the API's URL,
+    its master process, the database URL, the folder); all dropped afterwards."""
     if (reason := _pg_reason()) is not None:
         raise SystemExit(reason)
     redis.Redis.from_url(REDIS, socket_connect_timeout=3).ping()
-    folder = Path(tempfile.mkdtemp(prefix="netsynth-load-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"netsynth-{name}-"))
     database = cast(Generator[str, None, None], _fresh_pg_database(None))
-    queue = f"load-{folder.name[-8:]}"
+    queue = f"{name}-{folder.name[-8:]}"
     try:
         db_url = next(database)
         upgrade(db_url)
         settings = Settings(database_url=db_url, broker_url=REDIS, blob_dir=folder / "blobs", default_queue=queue,
                             lease_seconds=30)
-        with deployment(settings, args.api_workers, folder) as (url, api):
-            return measure(url, make_keys(db_url).alice, api, db_url, folder, args)
+        with deployment(settings, workers, folder, limited) as (url, api):
+            yield url, api, db_url, folder
     finally:
         database.close()  # drops the database
         redis.Redis.from_url(REDIS).delete(queue)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with fresh_service("load", args.api_workers) as (url, api, db_url, folder):
+        return measure(url, make_keys(db_url).alice, api, db_url, folder, args)
 
 
 def measure(url: str, auth: dict[str, str], api: subprocess.Popen[bytes], db_url: str, folder: Path,
