@@ -12,7 +12,8 @@ attack in turn, each `--seconds` long:
   20000x20000 pixels, a PNG followed by 30 MB of junk, and a zip of 200,000 empty members, one after another;
 - *key multiplication*: keys created until the cap refuses one, then every key sends `GET /me` as fast as it can;
 - *unknown keys*: `--flooders` threads send `GET /me` with random keys as fast as they can;
-- *explain flood*: `--flooders` threads ask for Grad-CAM explanations of the rough user's model as fast as they can.
+- *explain flood*: `--flooders` threads ask for Grad-CAM explanations of the rough user's model as fast as they can;
+- then the well-behaved user alone again for a minute (*after the attacks*).
 
 Measured per phase: the well-behaved user's requests, p50 and p99 latency and errors (any status but 200, any
 transport error); the rough user's statuses; the API processes' peak RSS growth. Target: 0 errors and a p99 within
@@ -52,6 +53,9 @@ from tests.workers.service import wait_for  # noqa: E402
 V1 = "/api/v1"
 SAMPLES = 8
 """Small images per class in a bomb zip: more than a class needs, so the check goes on to the bomb."""
+RECOVERY_S = 60.0
+"""How long the well-behaved user is measured alone after the last attack: whether the service is back to its
+baseline (and the machine quiet again before the run's closing load average is read)."""
 Attack = Callable[[threading.Event, Counter[str]], None]
 
 
@@ -254,6 +258,7 @@ def measure(url: str, api_pid: int, db_url: str, folder: Path, args: argparse.Na
     rows.append(phase("explain flood", url, good, dataset, args, pids,
                       flood(url, lambda i: rough, lambda c: c.post(f"{V1}/models/{model}/explain", data={
                           "method": "gradcam"}, files={"file": ("x.png", image)}), args.flooders)))
+    rows.append(phase("after the attacks", url, good, dataset, args, pids, None, RECOVERY_S))
     return rows
 
 
