@@ -23,6 +23,10 @@ COPY netsynth ./netsynth
 COPY migrations ./migrations
 COPY --from=dashboard /frontend/dist ./frontend/dist
 RUN pip install --upgrade pip && pip install -e ".${EXTRAS:+[$EXTRAS]}"
+# the core's oneDNN convolutions: compiled here, the compiler removed again
+RUN apt-get update && apt-get install -y --no-install-recommends g++ \
+    && python -m core.native.build \
+    && apt-get purge -y --auto-remove g++ && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 netsynth && mkdir -p /data && chown netsynth /data
 USER netsynth
 EXPOSE 8000

@@ -16,7 +16,13 @@ $(STAMP): pyproject.toml requirements/s3-server.txt | $(BIN)/python
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements/s3-server.txt  # the tests' S3 server
 	touch $(STAMP)
 
-install: $(STAMP)
+# the core's oneDNN convolutions (core/onednn.py), compiled against the oneDNN wheels' headers
+ONEDNN_LIB := core/native/libonednn_conv.so
+
+$(ONEDNN_LIB): core/native/onednn_conv.cc core/native/build.py $(STAMP)
+	$(BIN)/python -m core.native.build
+
+install: $(STAMP) $(ONEDNN_LIB)
 
 # the dashboard: npm ci from the committed lock file (again only when it changes), then built to static files
 # (frontend/dist) that the API serves at /

@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from core import onednn
+
 SMALL_CIN = 4
 """Largest input-channel count for which the shifted-slices convolution is used."""
 
@@ -226,6 +228,13 @@ def _trivial(values: Sequence[int] | None) -> bool:
     return values is None or all(v == 1 for v in values)
 
 
+def _explicit_pads(lhs: jax.Array, rhs: jax.Array, strides: tuple[int, ...],
+                   padding: str | Sequence[tuple[int, int]]) -> Pads:
+    pads = (lax.padtype_to_pads(lhs.shape[1:-1], rhs.shape[:-2], strides, padding)
+            if isinstance(padding, str) else padding)
+    return tuple((int(lo), int(hi)) for lo, hi in pads)
+
+
 def conv_general_dilated(
     lhs: jax.Array,
     rhs: jax.Array,
@@ -239,14 +248,14 @@ def conv_general_dilated(
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> jax.Array:
-    """``lax.conv_general_dilated`` with faster XLA:CPU formulations for few input channels and
-    for depthwise convolutions.
+    """``lax.conv_general_dilated`` with faster CPU formulations.
 
     Same arguments and results as :func:`jax.lax.conv_general_dilated`. On the CPU backend,
     channels-last, undilated convolutions run as fused sums of shifted slices when they are
     ungrouped with at most :data:`SMALL_CIN` input channels (gradients by XLA's convolutions) or
-    depthwise with one filter per channel (gradients of the sum); every other case is passed
-    through unchanged. Usage: ``flax.linen.Conv(...,
+    depthwise with one filter per channel (gradients of the sum); other ungrouped 2-D float32 ones
+    through oneDNN (:mod:`core.onednn`) where it is built; every other case is passed through
+    unchanged. Usage: ``flax.linen.Conv(...,
     conv_general_dilated=kernels.conv_general_dilated)``.
     """
     common = (
@@ -259,15 +268,14 @@ def conv_general_dilated(
     small = common and feature_group_count == 1 and rhs.shape[-2] <= SMALL_CIN
     depthwise = (common and feature_group_count == cin > 1 and rhs.shape[-2] == 1
                  and rhs.shape[-1] == cin)
+    strides = tuple(int(s) for s in window_strides)
+    pairs = _explicit_pads(lhs, rhs, strides, padding) if common else ()
+    if (common and feature_group_count == 1 and not small and onednn.supports(lhs, rhs, pairs)):
+        return onednn.conv2d(lhs, rhs, (strides[0], strides[1]), (pairs[0], pairs[1]))
     if not (small or depthwise):
         return lax.conv_general_dilated(
             lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
             feature_group_count, batch_group_count, precision, preferred_element_type)
-    strides = tuple(int(s) for s in window_strides)
-    pads: Sequence[tuple[int, int]] = (
-        lax.padtype_to_pads(lhs.shape[1:-1], rhs.shape[:-2], strides, padding)
-        if isinstance(padding, str) else padding)
-    pairs = tuple((int(lo), int(hi)) for lo, hi in pads)
     if depthwise:
         return _depthwise(lhs, rhs, strides, pairs)
     return _small_cin_conv(lhs, rhs, strides, pairs)
