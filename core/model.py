@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from core import kernels
+from core import kernels, norm
 from core.graph import Graph, validate
 from core.layers import PositionEmbedding, SeparableConv2D
 from core.ops import pool_strides, pool_window
@@ -116,8 +116,8 @@ def _node(node: Node, xs: list[jax.Array], train: bool, dtype: Dtype,
     if op == "global_max_pool":
         return jnp.max(x, axis=tuple(range(1, x.ndim - 1)))
     if op == "batch_norm":
-        return _call(nn.BatchNorm(use_running_average=not train, momentum=p["momentum"],
-                                  epsilon=p["epsilon"], dtype=dtype, name=name), x)
+        return _call(norm.BatchNorm(use_running_average=not train, momentum=p["momentum"],
+                                    epsilon=p["epsilon"], dtype=dtype, name=name), x)
     if op == "layer_norm":
         return _call(nn.LayerNorm(epsilon=p["epsilon"], dtype=dtype, name=name), x)
     if op == "activation":
