@@ -1,13 +1,14 @@
 """Which operation keeps the convolutional families below PyTorch on the CPU: each part of a train step of a 3x3
-'same' convolution layer with batch norm, timed alone through XLA:CPU (what netsynth's core compiles) and through
-PyTorch 2.13 (channels_last), one thread a side, in one process.
+'same' convolution layer with batch norm, timed alone through netsynth's core (``core.kernels.conv_general_dilated``:
+oneDNN where it is built, else XLA:CPU; ``core.norm.batch_norm``) and through PyTorch 2.13 (channels_last), one
+thread a side, in one process.
 
-Parts (issue 29, "where XLA:CPU is the limit, say which op"): the convolution's forward pass, its gradient with
+Parts: the convolution's forward pass, its gradient with
 respect to the input (data gradient) and to the kernel (filter gradient), and batch norm in training mode, forward
 and backward. Shapes are the plain family's stages at 32x32 (batch 128): 32x32x32, 16x16x64 and 8x8x128, each
-convolution keeping its channel count. Timing: alternating bursts (XLA, then PyTorch) of ``--calls`` calls each,
-``--repeats`` bursts a side, medians; ratio = PyTorch's seconds / XLA's (above 1: XLA faster). GFLOP/s count
-2 multiply-adds per MAC of the convolution (the same for each gradient).
+convolution keeping its channel count. Timing: alternating bursts (the core, then PyTorch) of ``--calls`` calls each,
+``--repeats`` bursts a side, medians; ratio = PyTorch's seconds / the core's (above 1: the core is faster).
+GFLOP/s count 2 multiply-adds per MAC of the convolution (the same for each gradient).
 
 Usage: ``python bench/conv_ops.py [--quick] [--out FILE]``; results in ``bench/results/conv_ops.json``.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # oneDNN's (and PyTorch's) OpenMP threads
 
 import argparse  # after XLA_FLAGS: JAX reads them when it loads
 import statistics
@@ -32,14 +34,15 @@ import protocol
 from synthesis_quality import environment
 
 from core import kernels
+from core import norm as core_norm
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "conv_ops.json"
 SHAPES = ((32, 32), (16, 64), (8, 128))  # (side, channels)
 DIMS = ("NHWC", "HWIO", "NHWC")
 
 
-def xla_parts(x: np.ndarray, w: np.ndarray) -> dict[str, Callable[[], Any]]:
-    """The jitted parts of a convolution + batch-norm layer's train step through XLA (as the core computes them)."""
+def core_parts(x: np.ndarray, w: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """The jitted parts of a convolution + batch-norm layer's train step as the core computes them."""
     xj, wj = jnp.asarray(x), jnp.asarray(w)
     scale, bias = jnp.ones(w.shape[-1]), jnp.zeros(w.shape[-1])
 
@@ -50,9 +53,7 @@ def xla_parts(x: np.ndarray, w: np.ndarray) -> dict[str, Callable[[], Any]]:
     g = jnp.ones_like(y)
 
     def norm(a: jax.Array, s: jax.Array, b: jax.Array) -> jax.Array:
-        mean = a.mean(axis=(0, 1, 2))
-        var = a.var(axis=(0, 1, 2))
-        return (a - mean) * jax.lax.rsqrt(var + 1e-5) * s + b
+        return core_norm.batch_norm(a, s, b, 1e-5)[0]
 
     forward = jax.jit(conv)
     data = jax.jit(lambda k, d: jax.vjp(lambda a: conv(a, k), xj)[1](d)[0])
@@ -113,7 +114,7 @@ def measure(side: int, channels: int, batch: int, calls: int, repeats: int) -> l
     x = rng.normal(size=(batch, side, side, channels)).astype(np.float32)
     w = (rng.normal(size=(3, 3, channels, channels)) / np.sqrt(9 * channels)).astype(np.float32)
     flops = 2 * batch * side * side * channels * channels * 9
-    return compare(f"{batch}x{side}x{side}x{channels}", xla_parts(x, w), torch_parts(x, w), calls, repeats,
+    return compare(f"{batch}x{side}x{side}x{channels}", core_parts(x, w), torch_parts(x, w), calls, repeats,
                    {part: flops for part in ("conv forward", "conv data gradient", "conv filter gradient")})
 
 
@@ -131,10 +132,10 @@ def compare(shape: str, xla: dict[str, Callable[[], Any]], pt: dict[str, Callabl
             theirs.append(burst(pt[part], calls, lambda _o: None))
         a, b = statistics.median(ours), statistics.median(theirs)
         counted = flops.get(part)
-        rows.append({"shape": shape, "part": part, "xla_ms": round(1e3 * a, 3), "torch_ms": round(1e3 * b, 3),
-                     "ratio": round(b / a, 3), "xla_gflops": round(counted / a / 1e9, 1) if counted else None,
+        rows.append({"shape": shape, "part": part, "core_ms": round(1e3 * a, 3), "torch_ms": round(1e3 * b, 3),
+                     "ratio": round(b / a, 3), "core_gflops": round(counted / a / 1e9, 1) if counted else None,
                      "torch_gflops": round(counted / b / 1e9, 1) if counted else None})
-        print(f"{shape:<16}{part:<30}{rows[-1]['xla_ms']:>10.2f}{rows[-1]['torch_ms']:>10.2f}"
+        print(f"{shape:<16}{part:<30}{rows[-1]['core_ms']:>10.2f}{rows[-1]['torch_ms']:>10.2f}"
               f"{rows[-1]['ratio']:>8.2f}x", flush=True)
     return rows
 

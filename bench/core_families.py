@@ -12,28 +12,8 @@ both sides in one process, alternating bursts of ``--steps`` steps, ``--repeats`
 NCHW or channels-last, whichever was faster per mode in one trial burst each. Ratios are medians of the
 per-round ratios. Batch 128 and the batch the search's seeds train with (64).
 
-Exceptions and what was tried (``results/core_families.json``: 3 steps x 5 repeats, as the machine, 2 cores, had a
-load average of 10-16 from other jobs throughout; the issue's method is 12 x 10):
-
-* Inverted residual (depthwise 3x3): XLA:CPU's grouped convolution was the limit. Alone, batch 128, forward /
-  forward + gradients: 16x16x192 1,806 / 5,881 ms, 8x8x192 685 / 1,527 ms, 4x4x384 228 / 771 ms. As a sum over
-  the 9 taps of strided slices times per-channel weights (``core.kernels.conv_general_dilated``, gradients by
-  autodiff of the sum): 50 / 721, 1.5 / 108, 1.7 / 36 ms, equal to 4e-6. Family, same run each: train 0.46x ->
-  1.65x PyTorch (6 -> 58 img/s), inference 0.32x -> 6.8x (15 -> 572 img/s).
-  A hand-written gradient for the sum (input gradient as the sum with flipped taps, kernel gradient as 9
-  reductions) measured the same as autodiff's (16x16x192: 508-770 vs 594-608 ms, within noise): not kept. On
-  one core the family still trains at 0.34x (below).
-* One core (``taskset``, 1 thread each side, ``--quick``, batch 128; ``results/core_families_1core.json``),
-  train / inference: hand-cnn 0.74x / 1.11x, plain 0.49x / 0.57x, residual 0.53x / 0.80x, inverted 0.34x /
-  1.23x, dense 0.63x / 1.12x, text-ngrams 1.03x / 0.75x, text-bag 1.41x / 1.23x, text-cnn 1.29x / 1.51x,
-  text-transformer 0.80x / 0.96x, text-wide 1.23x / 0.93x. These are the figures to trust: the convolutional
-  families train at 0.3-0.7x (the convolutions' gradients and batch norm, not yet profiled op by op), and the
-  >= 1.0x target is not met; the 2-thread run's ratios are inflated by the machine's load.
-* % of peak: 0-17 % on every family in the 2-thread run (PyTorch 0-4 %), where 10-16 runnable processes shared
-  2 cores; on one core 1-28 % on the convolutional families (PyTorch 37-52 % on plain / residual / dense) and
-  46-60 % on the text CNNs. The >= 50 % target is not met on the convolutional families (on an idle machine
-  ``core_throughput.py`` measured 68 % for its smaller network). The 2-thread ratios are side by side, but an
-  oversubscribed machine hurts PyTorch's OpenMP threads more than XLA's pool: they are upper bounds.
+Run it with ``taskset -c 0`` and ``OMP_NUM_THREADS=1`` for the one-core figures (XLA, oneDNN and PyTorch then
+each use one thread). Results and the exceptions: ``bench/README.md``.
 
 Usage: ``python bench/core_families.py [--quick] [--families hand-cnn,text-cnn] [--batches 128,64]``.
 """

@@ -63,7 +63,8 @@ class TrialResult:
     best_loss: float | None = None  # the kept epoch's validation loss (synthesis.select.excess_loss; None: not kept)
     best_epoch: int = 0  # the epoch whose weights were kept (0: none)
     first_epoch_s: float = 0.0  # seconds to the first validation (compilation included)
-    step_s: float = 0.0  # seconds of one training step, measured after compilation (0 = unknown)
+    step_s: float = 0.0  # seconds a training step takes: over the latest whole epoch after the first (its data and
+    # callbacks in, its validation out), else over the first steps after compilation (0 = unknown)
     compile_s: float = 0.0  # seconds before the first steps ran (mostly compilation)
     compile_seconds: float = 0.0  # seconds JAX spent compiling (or reading from its cache) the trial's programs
     eval_s: float = 0.0  # seconds of its fastest pass over the validation rows (0 = none ran)
@@ -88,6 +89,7 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
     start = time.perf_counter()
     config = replace(config, progress_every=PROGRESS_STEPS)
     marks: list[tuple[int, float]] = []  # (global step, seconds) of each step's progress, to measure the pace
+    ends: list[tuple[int, float]] = []  # (global step, seconds) at each epoch's end
 
     def hook(p: Progress) -> None:
         if "val_accuracy" not in p.metrics:
@@ -101,6 +103,10 @@ def run_trial(spec: Spec, config: TrainConfig, data: Dataset,
         result.curve.append(float(p.metrics["val_accuracy"]))
         if "eval_s" in p.metrics:
             result.eval_s = min(result.eval_s or math.inf, float(p.metrics["eval_s"]))
+        if ends and p.step > ends[-1][0]:  # a whole epoch after the first: the pace without start-up costs
+            seconds = p.elapsed_s - ends[-1][1] - float(p.metrics.get("eval_s", 0.0))
+            result.step_s = max(seconds, 0.0) / (p.step - ends[-1][0]) or result.step_s
+        ends.append((p.step, p.elapsed_s))
         result.epochs = p.epoch
         if p.epoch == 1:
             result.first_epoch_s = p.elapsed_s
