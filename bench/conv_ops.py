@@ -155,7 +155,7 @@ def arguments(argv: list[str] | None, doc: str, default_out: Path, calls: int) -
         args.calls, args.repeats, args.batch = 1, 2, 16
         temp = Path(os.environ.get("TMPDIR", "/tmp"))
         args.out = args.out if args.out != default_out else temp / default_out.name
-    print(f"{'shape':<16}{'part':<30}{'XLA ms':>10}{'torch ms':>10}{'ratio':>9}")
+    print(f"{'shape':<16}{'part':<30}{'core ms':>10}{'torch ms':>10}{'ratio':>9}")
     return args
 
 
