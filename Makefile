@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements/s3-server.txt | $(BIN)/python
 ONEDNN_LIB := core/native/libonednn_conv.so
 
 $(ONEDNN_LIB): core/native/onednn_conv.cc core/native/build.py $(STAMP)
-	$(BIN)/python -m core.native.build
+	$(BIN)/python -m core.native.build --cxx $(CXX)
 
 install: $(STAMP) $(ONEDNN_LIB)
 

@@ -34,7 +34,7 @@ def command(cxx: str, prefix: Path, out: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Build the library (to a temporary name, then moved into place); 0 when built or skipped."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
+    p.add_argument("--cxx", default="g++", help="the C++ compiler (make passes its CXX)")
     args = p.parse_args(argv)
     prefix = Path(sys.prefix)
     if not (prefix / "include" / "dnnl.hpp").exists():
