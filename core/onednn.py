@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 LIBRARY = Path(__file__).resolve().parent / "native" / "libonednn_conv.so"
 """Where ``core.native.build`` puts the compiled FFI library."""
@@ -26,6 +27,7 @@ LIBRARY = Path(__file__).resolve().parent / "native" / "libonednn_conv.so"
 _TARGETS = {"forward": "OnednnConvForward", "data": "OnednnConvData", "filter": "OnednnConvFilter"}
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
+DIMS = ("NHWC", "HWIO", "NHWC")
 
 
 @functools.cache
@@ -53,12 +55,9 @@ def supports(x: jax.Array, kernel: jax.Array, pads: Sequence[tuple[int, int]]) -
 
 
 def _out_shape(x_shape: Sequence[int], k_shape: Sequence[int], strides: Sequence[int],
-               pads: Pads) -> tuple[int, int, int, int]:
-    n, h, w, _ = x_shape
-    kh, kw, _, o = k_shape
-    oh = (h + pads[0][0] + pads[0][1] - kh) // strides[0] + 1
-    ow = (w + pads[1][0] + pads[1][1] - kw) // strides[1] + 1
-    return n, oh, ow, o
+               pads: Pads) -> tuple[int, ...]:
+    shape = lax.conv_general_shape_tuple(x_shape, k_shape, strides, pads, DIMS)  # type: ignore[no-untyped-call]
+    return tuple(int(d) for d in shape)
 
 
 def _attrs(strides: Sequence[int], pads: Pads, x_shape: Sequence[int], k_shape: Sequence[int],

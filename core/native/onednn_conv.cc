@@ -14,7 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <vector>
+#include <string>
 
 #include "dnnl.hpp"
 #include "xla/ffi/api/ffi.h"
@@ -130,6 +130,12 @@ ffi::Error Geom(ffi::Span<const int64_t> act, ffi::Span<const int64_t> kernel,
   return ffi::Error::Success();
 }
 
+// An uninitialised buffer of the descriptor's size (a std::vector would zero it: a memset per
+// call on the hot path).
+std::unique_ptr<uint8_t[]> Buffer(const memory::desc& md) {
+  return std::unique_ptr<uint8_t[]>(new uint8_t[md.get_size() > 0 ? md.get_size() : 1]);
+}
+
 // Run the plan for `kind` with `act` (NHWC input or its gradient), `out` (NHWC output or its gradient)
 // and the kernel (or its gradient) in HWIO at `kernel`, through a per-call blocked copy where the
 // primitive wants another kernel layout.
@@ -137,18 +143,18 @@ ffi::Error Run(Kind kind, const Geometry& g, float* act, float* kernel, float* o
   try {
     auto plan = GetPlan(kind, g);
     dnnl::stream stream(Engine());
-    std::vector<uint8_t> scratch(plan->scratch_md.get_size());
-    memory scratch_mem(plan->scratch_md, Engine(), scratch.data());
+    auto scratch = Buffer(plan->scratch_md);
+    memory scratch_mem(plan->scratch_md, Engine(), scratch.get());
     memory hwio(Hwio(g), Engine(), kernel);
-    std::vector<uint8_t> blocked;
-    std::vector<uint8_t> reorder_scratch;
+    std::unique_ptr<uint8_t[]> blocked;
+    std::unique_ptr<uint8_t[]> reorder_scratch;
     memory kernel_mem = hwio;
     memory reorder_scratch_mem;
     if (plan->reorder_kernel) {
-      blocked.resize(plan->kernel_md.get_size());
-      kernel_mem = memory(plan->kernel_md, Engine(), blocked.data());
-      reorder_scratch.resize(plan->reorder_scratch_md.get_size());
-      reorder_scratch_mem = memory(plan->reorder_scratch_md, Engine(), reorder_scratch.data());
+      blocked = Buffer(plan->kernel_md);
+      kernel_mem = memory(plan->kernel_md, Engine(), blocked.get());
+      reorder_scratch = Buffer(plan->reorder_scratch_md);
+      reorder_scratch_mem = memory(plan->reorder_scratch_md, Engine(), reorder_scratch.get());
       if (kind != Kind::kFilter) {
         plan->kernel_reorder.execute(stream, {{DNNL_ARG_FROM, hwio}, {DNNL_ARG_TO, kernel_mem},
                                               {DNNL_ARG_SCRATCHPAD, reorder_scratch_mem}});
